@@ -1,0 +1,88 @@
+"""The interface every architecture implements, so greedy and beam search are written once.
+
+All tensors are batch-first. Token ids: PAD=0, UNK=1, BOS=2, EOS=3 (fixed in nmt.data.tokenizer).
+
+    forward(src, src_mask, tgt_in) -> logits [B, T, V]           teacher forcing
+    encode(src, src_mask) -> EncoderOut
+    init_state(enc) -> State                                     decoder state before step 0
+    decode_step(state, prev_tokens [B]) -> (log_probs [B, V] fp32, State, attn [B, S] | None)
+    State.select(index [B']) -> State                            gather rows (beam reorder/expand)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+
+def _select(x: Any, index: Tensor) -> Any:
+    if isinstance(x, Tensor):
+        return x.index_select(0, index)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_select(v, index) for v in x)
+    if isinstance(x, dict):
+        return {k: _select(v, index) for k, v in x.items()}
+    return x  # ints, None, flags: shared by all rows
+
+
+@dataclass
+class EncoderOut:
+    memory: Tensor            # [B, S, H] encoder states
+    mask: Tensor              # [B, S] bool, True at real (non-pad) source positions
+    final: Any = None         # architecture-specific summary (e.g. the RNN final state)
+
+    def select(self, index: Tensor) -> "EncoderOut":
+        return EncoderOut(*(_select(v, index) for v in (self.memory, self.mask, self.final)))
+
+
+@dataclass
+class State:
+    """Decoder state: a dict of batch-first tensors (or nested lists/tuples of them).
+
+    `select` gathers the same rows from every tensor, which is all beam search needs.
+    """
+    tensors: dict[str, Any] = field(default_factory=dict)
+    step: int = 0
+
+    def select(self, index: Tensor) -> "State":
+        return State(_select(self.tensors, index), self.step)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.tensors[key]
+
+
+class NMTModel(nn.Module):
+    """Base class: subclasses implement encode, init_state, decode_step and forward."""
+
+    pad_id: int = 0
+    bos_id: int = 2
+    eos_id: int = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Which cross-attention decode_step reports for the transformer: layer index and head
+        # (None = mean over heads). RNN models ignore it.
+        self.attn_layer: int = -1
+        self.attn_head: Optional[int] = None
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:
+        raise NotImplementedError
+
+    def init_state(self, enc: EncoderOut) -> State:
+        raise NotImplementedError
+
+    def decode_step(self, state: State, prev_tokens: Tensor
+                    ) -> tuple[Tensor, State, Optional[Tensor]]:
+        raise NotImplementedError
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def matmul_flops_per_token(self, src_len: float, tgt_len: float) -> float:
+        """Approximate forward matmul FLOPs per target token (for MFU); subclasses refine."""
+        return 2.0 * self.num_parameters()
