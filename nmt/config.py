@@ -186,8 +186,8 @@ class EvalConfig:
 @dataclass
 class Config:
     data: DataConfig = opt(REQUIRED, "corpus, filtering and batching")
-    vocab: VocabConfig = opt(VocabConfig(), "sentencepiece subwords")
     model: ModelConfig = opt(REQUIRED, "architecture and sizes")
+    vocab: VocabConfig = opt(VocabConfig(), "sentencepiece subwords")
     train: TrainConfig = opt(TrainConfig(), "optimisation, precision, limits, checkpoints")
     decode: DecodeConfig = opt(DecodeConfig(), "greedy/beam search settings")
     eval: EvalConfig = opt(EvalConfig(), "evaluation settings")

@@ -1,0 +1,171 @@
+"""Raw parallel text for each split role, from the hub, local files or the built-in corpus.
+
+Every source goes through HuggingFace `datasets` (`load_dataset`), so hub and local files share one
+code path; local files are checked line by line first so a bad byte or a count mismatch is reported
+with its file and line instead of a deep traceback.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from nmt.config import DataConfig
+from nmt.errors import NmtError
+
+log = logging.getLogger("nmt")
+Pairs = tuple[list[str], list[str]]
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Lines of a UTF-8 file split on '\\n' only (no line is dropped, merged or shifted)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise NmtError(f"file not found: {path}") from None
+    except OSError as e:
+        raise NmtError(f"cannot read {path}: {e.strerror}") from None
+    if not data:
+        return []
+    raw = data.split(b"\n")
+    if raw[-1] == b"":
+        raw.pop()
+    lines = []
+    for i, line in enumerate(raw, 1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise NmtError(f"{path}, line {i}: not valid UTF-8 (byte 0x{line[e.start]:02x} at "
+                           f"column {e.start + 1})") from None
+        lines.append(text.removesuffix("\r"))
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return lines
+
+
+def _datasets():
+    import datasets  # imported lazily: it is slow to import and only needed when loading data
+
+    datasets.logging.set_verbosity_error()
+    datasets.disable_progress_bars()
+    return datasets
+
+
+def _pairs_from_rows(rows: dict[str, list[Any]], src: str, tgt: str, where: str) -> Pairs:
+    """Shared by hub and local sources: a `translation` column of dicts, or one column per language."""
+    if "translation" in rows:
+        out_src, out_tgt = [], []
+        for i, t in enumerate(rows["translation"], 1):
+            if not isinstance(t, dict) or src not in t or tgt not in t:
+                keys = sorted(t) if isinstance(t, dict) else type(t).__name__
+                raise NmtError(f"{where}, line {i}: expected language keys '{src}' and '{tgt}' "
+                               f"in 'translation', found {keys}")
+            out_src.append(t[src] or "")
+            out_tgt.append(t[tgt] or "")
+        return out_src, out_tgt
+    if src in rows and tgt in rows:
+        return [s or "" for s in rows[src]], [t or "" for t in rows[tgt]]
+    raise NmtError(f"{where}: expected a 'translation' column or columns '{src}' and '{tgt}', "
+                   f"found columns {sorted(rows)}")
+
+
+def _load_text(cfg: DataConfig, base: Path, name: str) -> Pairs:
+    paths = [base / f"{name}.{cfg.src_lang}", base / f"{name}.{cfg.tgt_lang}"]
+    checked = [read_lines(p) for p in paths]
+    if len(checked[0]) != len(checked[1]):
+        raise NmtError(f"line counts differ: {paths[0]} has {len(checked[0])} lines, {paths[1]} has "
+                       f"{len(checked[1])}")
+    ds = _datasets()
+    sides = []
+    for path, lines in zip(paths, checked):
+        if not lines:
+            sides.append([])
+            continue
+        got = list(ds.load_dataset("text", data_files={"x": str(path)}, split="x")["text"])
+        # `datasets` splits on every Unicode line break; fall back to '\n'-only lines so no
+        # sentence is ever split in two or shifted against its translation.
+        sides.append(got if got == lines else lines)
+    return sides[0], sides[1]
+
+
+def _load_tsv(cfg: DataConfig, base: Path, name: str) -> Pairs:
+    path = base / f"{name}.tsv"
+    lines = read_lines(path)
+    for i, line in enumerate(lines, 1):
+        if line.count("\t") != 1:
+            raise NmtError(f"{path}, line {i}: expected 2 tab-separated columns, found "
+                           f"{line.count(chr(9)) + 1}")
+    if not lines:
+        return [], []
+    header = lines[0].split("\t")
+    has_header = header == [cfg.src_lang, cfg.tgt_lang] or header == [cfg.tgt_lang, cfg.src_lang]
+    ds = _datasets().load_dataset(
+        "csv", data_files={"x": str(path)}, split="x", delimiter="\t", quoting=3,
+        keep_default_na=False, dtype=str,
+        column_names=None if has_header else [cfg.src_lang, cfg.tgt_lang])
+    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang, str(path))
+
+
+def _load_jsonl(cfg: DataConfig, base: Path, name: str) -> Pairs:
+    path = base / f"{name}.jsonl"
+    lines = read_lines(path)
+    for i, line in enumerate(lines, 1):
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as e:
+            raise NmtError(f"{path}, line {i}: invalid JSON ({e.msg})") from None
+    if not lines:
+        return [], []
+    ds = _datasets().load_dataset("json", data_files={"x": str(path)}, split="x")
+    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang, str(path))
+
+
+def _load_hub(cfg: DataConfig, name: str) -> Pairs:
+    where = f"hub dataset {cfg.hub_name}" + (f" ({cfg.hub_config})" if cfg.hub_config else "")
+    try:
+        ds = _datasets().load_dataset(cfg.hub_name, cfg.hub_config, split=name)
+    except ValueError as e:
+        msg = str(e).splitlines()[0]
+        if "split" in msg.lower():
+            raise NmtError(f"split '{name}' not found in {where}: {msg}") from None
+        raise NmtError(f"cannot load {where}: {msg}") from None
+    except (ConnectionError, OSError) as e:
+        raise NmtError(f"cannot load {where} (is the hub reachable?): "
+                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang, f"{where} split '{name}'")
+
+
+def synthetic_dir(cfg: DataConfig) -> Path:
+    """Where the built-in corpus for these settings is cached (generated on first use)."""
+    from nmt.data import synthetic
+
+    key = json.dumps(asdict(cfg.synthetic), sort_keys=True) + cfg.src_lang + cfg.tgt_lang
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    root = Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt"))
+    out = root / "synthetic" / digest
+    if not (out / "done").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        synthetic.write_corpus(out, cfg.synthetic, cfg.src_lang, cfg.tgt_lang)
+        (out / "done").write_text("ok\n")
+    return out
+
+
+def load_split(cfg: DataConfig, role: str) -> Pairs:
+    """Source and target lines of the split with this role (train, valid, test, ...)."""
+    if role not in cfg.splits:
+        raise NmtError(f"split '{role}' is not named in 'data.splits' (have: "
+                       f"{', '.join(cfg.splits)})")
+    name = cfg.splits[role]
+    if cfg.source == "hub":
+        return _load_hub(cfg, name)
+    base = synthetic_dir(cfg) if cfg.source == "synthetic" else Path(cfg.path)
+    if cfg.source == "local" and not base.is_dir():
+        raise NmtError(f"data directory not found: {base} (data.path)")
+    loader = {"text": _load_text, "tsv": _load_tsv, "jsonl": _load_jsonl}[
+        "text" if cfg.source == "synthetic" else cfg.format]
+    return loader(cfg, base, name)
