@@ -28,8 +28,15 @@ def read_lines(path: str | Path) -> list[str]:
         data = path.read_bytes()
     except FileNotFoundError:
         raise NmtError(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise NmtError(f"expected a file, found a directory: {path}") from None
     except OSError as e:
         raise NmtError(f"cannot read {path}: {e.strerror}") from None
+    return split_lines(data, str(path))
+
+
+def split_lines(data: bytes, name: str) -> list[str]:
+    """Decode UTF-8 bytes into lines, naming the first bad line (1-based) of `name`."""
     if not data:
         return []
     raw = data.split(b"\n")
@@ -40,7 +47,7 @@ def read_lines(path: str | Path) -> list[str]:
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise NmtError(f"{path}, line {i}: not valid UTF-8 (byte 0x{line[e.start]:02x} at "
+            raise NmtError(f"{name}, line {i}: not valid UTF-8 (byte 0x{line[e.start]:02x} at "
                            f"column {e.start + 1})") from None
         lines.append(text.removesuffix("\r"))
     if lines and lines[0].startswith("\ufeff"):

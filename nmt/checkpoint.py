@@ -1,0 +1,136 @@
+"""Checkpoints: written atomically, loaded with `weights_only=True`, self-contained.
+
+A checkpoint carries the resolved config and the sentencepiece models, so `nmt evaluate` and
+`nmt translate` need nothing else. Only plain containers, numbers, strings, bytes and tensors are
+stored, which is what lets `torch.load(..., weights_only=True)` refuse anything that would run code.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from nmt import __version__
+from nmt.config import Config, from_dict
+from nmt.data.tokenizer import Tokenizer
+from nmt.errors import NmtError
+
+FORMAT_VERSION = 1
+
+if TYPE_CHECKING:
+    from nmt.models import NMTModel
+
+
+def atomic_write(path: str | Path, write: Any) -> None:
+    """Call `write(tmp_path)`, fsync, then rename over `path`; on failure leave `path` untouched."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise NmtError(f"cannot write {path}: {e.strerror or e} (disk full?); the previous file, "
+                       f"if any, is intact") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(path: str | Path, payload: dict) -> None:
+    """Write a checkpoint dict atomically (stamped with the format version)."""
+    payload = {"format_version": FORMAT_VERSION, "nmt_version": __version__, **payload}
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))
+
+
+def tokenizer_payload(tok: Tokenizer) -> dict:
+    return {"src": tok.src_proto, "tgt": tok.tgt_proto, "lowercase": tok.lowercase}
+
+
+def tokenizer_from_payload(p: dict) -> Tokenizer:
+    return Tokenizer(p["src"], p["tgt"], p["lowercase"])
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """Load and check a checkpoint; every failure is one NmtError line naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise NmtError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "weights_only" in str(e) or "Unsupported" in str(e) or "global" in str(e).lower():
+            raise NmtError(f"refusing to load {path}: it contains pickled Python objects that could "
+                           f"run code (only tensors and plain data are allowed)") from None
+        raise NmtError(f"checkpoint {path} is corrupt or truncated") from None
+    except (RuntimeError, EOFError, ValueError, OSError, KeyError, AttributeError, TypeError):
+        raise NmtError(f"checkpoint {path} is corrupt or truncated") from None
+    if not isinstance(ckpt, dict) or "format_version" not in ckpt or "model" not in ckpt:
+        raise NmtError(f"{path} is not an nmt checkpoint")
+    if ckpt["format_version"] > FORMAT_VERSION:
+        raise NmtError(f"checkpoint {path} was written by a newer nmt (format "
+                       f"{ckpt['format_version']}, this version reads up to {FORMAT_VERSION}); "
+                       f"upgrade nmt")
+    return ckpt
+
+
+def config_of(ckpt: dict, where: str) -> Config:
+    return from_dict(ckpt["config"], f"the config stored in {where}")
+
+
+def step_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Step checkpoints of a run, oldest first."""
+    ck = Path(run_dir) / "checkpoints"
+    found = [p for p in ck.glob("step_*.pt") if re.fullmatch(r"step_\d+\.pt", p.name)]
+    return sorted(found, key=lambda p: int(p.stem.split("_")[1]))
+
+
+def resolve(path_or_run: str | Path, prefer: str = "best") -> Path:
+    """A checkpoint file, or a run directory's best (prefer='best') or latest checkpoint."""
+    p = Path(path_or_run)
+    if p.is_file():
+        return p
+    if not p.exists():
+        raise NmtError(f"no such checkpoint or run directory: {p}")
+    best, steps = p / "best.pt", step_checkpoints(p)
+    if prefer == "best" and best.is_file():
+        return best
+    if steps:
+        return steps[-1]
+    if best.is_file():
+        return best
+    raise NmtError(f"run directory {p} has no checkpoint yet (train it first)")
+
+
+def model_payload(model: torch.nn.Module) -> dict:
+    module = getattr(model, "module", model)  # unwrap DDP
+    module = getattr(module, "_orig_mod", module)  # unwrap torch.compile
+    return module.state_dict()
+
+
+def load_model(path_or_run: str | Path, device: str | torch.device = "cpu"
+               ) -> tuple[Config, "NMTModel", Tokenizer, dict]:
+    """Everything inference needs from one checkpoint: config, model (eval mode), tokenizer."""
+    from nmt.models import build_model
+
+    path = resolve(path_or_run)
+    ckpt = load_checkpoint(path)
+    cfg = config_of(ckpt, str(path))
+    if "tokenizer" not in ckpt:
+        raise NmtError(f"checkpoint {path} carries no subword model")
+    tok = tokenizer_from_payload(ckpt["tokenizer"])
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as e:
+        raise NmtError(f"checkpoint {path} does not fit its '{cfg.model.arch}' model: "
+                       f"{str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else e}"
+                       ) from None
+    model.to(device).eval()
+    return cfg, model, tok, {"path": str(path), "step": ckpt.get("step", 0)}

@@ -1,0 +1,232 @@
+"""`nmt` command line: train, evaluate, translate, compare, study, data.
+
+User mistakes (NmtError) print one line `nmt: error: ...` and exit with code 2; only bugs show a
+traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+from nmt.errors import NmtError
+
+log = logging.getLogger("nmt")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def _decode_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=_positive, help="beam size (1 = greedy; default: decode.beam)")
+    p.add_argument("--alpha", type=float, help="GNMT length penalty (default: decode.alpha)")
+    p.add_argument("--batch-tokens", type=_positive, help="source tokens per decoding batch")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="nmt", description="Neural machine translation from YAML configs: seq2seq, RNNsearch "
+        "(Bahdanau attention) and Transformer, with BLEU by sentence length.",
+        epilog="Run 'nmt COMMAND --help' for the options of each command.")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train a model from a YAML config",
+                       description="Train a model. Under torchrun the same command trains with "
+                       "DistributedDataParallel: torchrun --nproc_per_node=N -m nmt train CONFIG")
+    t.add_argument("config", help="YAML config file")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set train.lr=0.0005 (repeatable)")
+    t.add_argument("--resume", action="store_true", help="continue the run in train.run_dir")
+    t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    t.add_argument("--dry-run", action="store_true",
+                   help="load data, train subwords, build batches, print statistics; no training")
+
+    e = sub.add_parser("evaluate", help="BLEU, chrF and BLEU by source length for a checkpoint",
+                       description="Decode a split (or --src/--ref files) with a checkpoint or run "
+                       "directory (its best checkpoint), print sacreBLEU with its signature, chrF "
+                       "and the length-bucket table, and write hyps.txt, scores.json and "
+                       "bleu_by_length.png into the report directory.")
+    e.add_argument("checkpoint", help="checkpoint file or run directory")
+    e.add_argument("--split", help="split role from the config (default: eval.split)")
+    e.add_argument("--src", help="source file (with --ref) instead of a config split")
+    e.add_argument("--ref", help="reference file (with --src)")
+    e.add_argument("--report", help="report directory (default: RUN/eval_SPLIT_beamK)")
+    e.add_argument("--buckets", type=_ints, help="bucket upper bounds in source words, e.g. "
+                   "10,20,30,40,50 (default: eval.buckets)")
+    e.add_argument("--attention-plots", type=int, default=0, metavar="N",
+                   help="save soft-alignment heatmaps for the first N sentences")
+    e.add_argument("--attention-layer", type=int, default=-1,
+                   help="transformer layer whose cross-attention is plotted (default: last)")
+    e.add_argument("--attention-head", type=int, default=None,
+                   help="transformer head to plot (default: mean over heads)")
+    e.add_argument("--compare", nargs="+", metavar="REPORT_DIR",
+                   help="also draw this report beside other report directories")
+    _decode_args(e)
+
+    tr = sub.add_parser("translate", help="translate text with a checkpoint",
+                        description="Translate lines from a file or stdin: one output line per "
+                        "input line, in order; blank lines stay blank. With --nbest K > 1, each "
+                        "input gives K lines 'INDEX ||| HYPOTHESIS ||| SCORE'.")
+    tr.add_argument("checkpoint", help="checkpoint file or run directory")
+    tr.add_argument("-i", "--input", help="input file (default: stdin)")
+    tr.add_argument("-o", "--output", help="output file (default: stdout)")
+    tr.add_argument("--nbest", type=_positive, default=1, help="hypotheses per input (<= beam)")
+    _decode_args(tr)
+
+    c = sub.add_parser("compare", help="BLEU-by-length curves of several reports in one plot",
+                       description="Draw several models' BLEU by source length in one plot and "
+                       "one table (compare.png, compare.md).")
+    c.add_argument("reports", nargs="+", help="report directories holding scores.json")
+    c.add_argument("--out", default="compare", help="output directory (default: ./compare)")
+    c.add_argument("--names", help="comma-separated model names (default: directory names)")
+
+    s = sub.add_parser("study", help="train and compare several models by sentence length",
+                       description="Train each model of a study on the same data and budget, "
+                       "evaluate them with the same decoding and write one report. Resumable: "
+                       "models already trained in the study directory are skipped.")
+    s.add_argument("study", help="study YAML (e.g. configs/study/quick.yaml)")
+    s.add_argument("--out", help="study directory (default: the study's out key)")
+
+    d = sub.add_parser("data", help="data utilities")
+    dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
+    syn = dsub.add_parser("synth", help="write the built-in synthetic corpus as text files")
+    syn.add_argument("--out", required=True, help="output directory")
+    syn.add_argument("--train", type=_positive, default=50000)
+    syn.add_argument("--valid", type=_positive, default=1000)
+    syn.add_argument("--test", type=_positive, default=3000)
+    syn.add_argument("--seed", type=int, default=1)
+    syn.add_argument("--lexicon", type=_positive, help="content words in the lexicon")
+    syn.add_argument("--src-lang", default="src")
+    syn.add_argument("--tgt-lang", default="tgt")
+    return ap
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    from nmt import pipeline
+    from nmt.config import load_config
+
+    cfg = load_config(a.config, a.set)
+    if a.dry_run:
+        print(pipeline.data_report(cfg))
+        return 0
+    pipeline.setup_logging()
+    run = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume)
+    print(f"run directory: {run}")
+    return 0
+
+
+def _decode_overrides(a: argparse.Namespace) -> dict:
+    out = {}
+    if a.alpha is not None:
+        if a.alpha < 0:
+            raise NmtError(f"--alpha must be >= 0, got {a.alpha}")
+        out["alpha"] = a.alpha
+    if a.batch_tokens is not None:
+        out["batch_tokens"] = a.batch_tokens
+    return out
+
+
+def cmd_evaluate(a: argparse.Namespace) -> int:
+    from nmt import pipeline
+    from nmt.evaluate import format_scores
+
+    pipeline.setup_logging()
+    scores, report = pipeline.evaluate(
+        a.checkpoint, split=a.split, src_file=a.src, ref_file=a.ref, beam=a.beam,
+        report_dir=a.report, buckets=a.buckets, attention_plots=a.attention_plots,
+        attn_layer=a.attention_layer, attn_head=a.attention_head, device=a.device,
+        progress=sys.stderr.isatty(), overrides=_decode_overrides(a))
+    print(format_scores(scores))
+    print(f"report: {report}")
+    if a.compare:
+        from nmt.report import compare_reports
+        table = compare_reports([str(report), *a.compare], report / "compare")
+        print(table)
+        print(f"comparison: {report / 'compare'}")
+    return 0
+
+
+def cmd_translate(a: argparse.Namespace) -> int:
+    from nmt import pipeline
+
+    return pipeline.translate(a.checkpoint, a.input, a.output, a.beam, a.nbest, a.device,
+                              _decode_overrides(a))
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from nmt.report import compare_reports
+
+    names = [n.strip() for n in a.names.split(",")] if a.names else None
+    print(compare_reports(a.reports, a.out, names))
+    print(f"plot: {Path(a.out) / 'compare.png'}")
+    return 0
+
+
+def cmd_study(a: argparse.Namespace) -> int:
+    from nmt import pipeline
+    from nmt.study import run_study
+
+    pipeline.setup_logging()
+    out = run_study(a.study, a.out)
+    print(f"study report: {out}")
+    return 0
+
+
+def cmd_data(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if a.data_command != "synth":
+        parser.parse_args(["data", "--help"])
+        return 2
+    from dataclasses import replace
+
+    from nmt.config import SyntheticConfig
+    from nmt.data.synthetic import write_corpus
+
+    cfg = replace(SyntheticConfig(), train=a.train, valid=a.valid, test=a.test, seed=a.seed)
+    if a.lexicon:
+        cfg = replace(cfg, lexicon=a.lexicon)
+    counts = write_corpus(a.out, cfg, a.src_lang, a.tgt_lang)
+    for split, n in counts.items():
+        print(f"{split}: {n} pairs -> {Path(a.out) / f'{split}.{a.src_lang}'}, "
+              f"{Path(a.out) / f'{split}.{a.tgt_lang}'}")
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if a.command is None:
+        parser.print_help()
+        return 2
+    handlers = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate,
+                "compare": cmd_compare, "study": cmd_study}
+    try:
+        if a.command == "data":
+            return cmd_data(a, parser)
+        return handlers[a.command](a)
+    except NmtError as err:
+        print(f"nmt: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nmt: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

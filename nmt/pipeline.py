@@ -1,0 +1,269 @@
+"""The top of the chain: a config becomes a trained run, a checkpoint becomes a report.
+
+`cli` and `study` call these; nothing below imports this module.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from nmt.checkpoint import (load_checkpoint, load_model, resolve, step_checkpoints,
+                            tokenizer_from_payload)
+from nmt.config import Config, dump_yaml, load_config
+from nmt.data.batching import BucketBatcher
+from nmt.data.corpus import load_split
+from nmt.data.prepare import prepare
+from nmt.distributed import barrier, cleanup, init
+from nmt.errors import NmtError
+from nmt.evaluate import write_report
+from nmt.models import NMTModel, build_model
+from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
+from nmt.translate import Translation, score_texts
+
+log = logging.getLogger("nmt")
+COMPARED_SECTIONS = ("data", "vocab", "model")
+
+
+def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
+    root = logging.getLogger("nmt")
+    root.setLevel(logging.INFO if rank == 0 else logging.WARNING)
+    for h in list(root.handlers):
+        if getattr(h, "_nmt", False):
+            root.removeHandler(h)
+            h.close()
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if run_dir is not None and rank == 0:
+        handlers.append(logging.FileHandler(run_dir / "train.log", encoding="utf-8"))
+    for h in handlers:
+        h.setFormatter(fmt)
+        h._nmt = True  # type: ignore[attr-defined]
+        root.addHandler(h)
+    root.propagate = False
+
+
+def _prepare_run_dir(cfg: Config, overwrite: bool, resume: bool) -> tuple[Path, Optional[Path]]:
+    """Create or reuse the run directory; return it and the checkpoint to resume from."""
+    run = Path(cfg.train.run_dir)
+    saved = run / "config.yaml"
+    if resume:
+        try:
+            ckpt = resolve(run, prefer="latest")
+        except NmtError:
+            raise NmtError(f"--resume: run directory {run} has no checkpoint to resume") from None
+        if saved.is_file():
+            old = load_config(saved)
+            for section in COMPARED_SECTIONS:
+                if getattr(old, section) != getattr(cfg, section):
+                    raise NmtError(f"--resume: '{section}' in the config differs from the run in "
+                                   f"{run} (only train limits may change on resume)")
+        return run, ckpt
+    if run.exists() and any(run.iterdir()):
+        same = saved.is_file() and saved.read_text() == dump_yaml(cfg)
+        if overwrite:
+            shutil.rmtree(run)
+        elif not (same and not step_checkpoints(run) and not (run / "best.pt").exists()):
+            raise NmtError(f"run directory {run} already holds a run; pass --resume to continue "
+                           f"it or --overwrite to replace it")
+    run.mkdir(parents=True, exist_ok=True)
+    return run, None
+
+
+def describe_precision(cfg: Config, device: torch.device) -> str:
+    p = cfg.train.precision
+    if p == "fp32":
+        return f"fp32 on {device.type}"
+    note = ""
+    if p == "bf16" and device.type == "cpu" and not cpu_has_bf16():
+        note = " (this CPU has no native bf16: expect it to be slow)"
+    return f"{p} autocast on {device.type}{note}" + (" with GradScaler" if p == "fp16" else "")
+
+
+def _valid_batches(cfg: Config, tok, src: list[str], tgt: list[str]) -> list:
+    s, t = tok.encode_src(src), tok.encode_tgt(tgt)
+    b = BucketBatcher(s, t, cfg.data.batch_tokens, cfg.data.batch_size, seed=0)
+    return [b.batch(ix) for ix in b.epoch(0)]
+
+
+def data_report(cfg: Config) -> str:
+    """Corpus and batch statistics without training (`nmt train --dry-run`)."""
+    prep = prepare(cfg)
+    tok = prep.tokenizer
+    batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
+                            cfg.data.batch_size, cfg.train.seed)
+    batches = [batcher.batch(ix) for ix in batcher.epoch(0)]
+    real = sum(b.n_tokens + b.n_src_tokens for b in batches)
+    slots = sum(b.n_slots for b in batches)
+    tgt_tok = sum(b.n_tokens for b in batches)
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+    lines = [prep.stats.line(),
+             f"subwords: {cfg.vocab.type}, {'joint' if tok.joint else 'separate'} vocabulary, "
+             f"source {tok.src_vocab_size} / target {tok.tgt_vocab_size} pieces",
+             f"train tokens: source {sum(map(len, prep.train_src))}, target "
+             f"{sum(len(t) + 1 for t in prep.train_tgt)} (with EOS)",
+             f"batches per epoch: {len(batches)}, mean {tgt_tok / len(batches):.0f} target tokens "
+             f"and {sum(b.src.size(0) for b in batches) / len(batches):.1f} sentences per batch, "
+             f"padding {100 * (1 - real / slots):.1f}%"]
+    for role in cfg.data.splits:
+        if role != "train":
+            src, _ = load_split(cfg.data, role)
+            lines.append(f"{role} ({cfg.data.splits[role]}): {len(src)} pairs, unfiltered")
+    lines.append(f"model {cfg.model.arch}: {model.num_parameters():,} parameters")
+    return "\n".join(lines)
+
+
+def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> Path:
+    """Train a model from a config; returns the run directory."""
+    dist = init(cfg.train.device)
+    try:
+        if dist.world == 1:
+            dist.device = resolve_device(cfg.train)
+        autocast_for(cfg.train.precision, dist.device)  # fp16 on CPU fails here, before work
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        if dist.rank == 0:
+            run, ckpt_path = _prepare_run_dir(cfg, overwrite, resume)
+        if dist.world > 1:
+            barrier()
+            run = Path(cfg.train.run_dir)
+            ckpt_path = resolve(run, prefer="latest") if resume else None
+        setup_logging(run, dist.rank)
+        seed_everything(cfg.train.seed)
+        tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
+        prep = prepare(cfg, tok)
+        tok = prep.tokenizer
+        if dist.rank == 0:
+            (run / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+            tok.save(run)
+        model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+        log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
+        log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
+                 f"{torch.get_num_threads()} threads; {dist.world} process(es)")
+        batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
+                                cfg.data.batch_size, cfg.train.seed, dist.rank, dist.world)
+        score_fn = None
+        valid_batches = []
+        if "valid" in cfg.data.splits and dist.rank == 0:
+            v_src, v_tgt = load_split(cfg.data, "valid")
+            valid_batches = _valid_batches(cfg, tok, v_src, v_tgt)
+            n = cfg.train.valid_max_sentences or len(v_src)
+            v_src, v_tgt = v_src[:n], v_tgt[:n]
+            device = dist.device
+
+            def score_fn(m: NMTModel) -> dict:  # greedy, exactly what `nmt evaluate --beam 1` does
+                _, sc = score_texts(m, tok, v_src, v_tgt, cfg.decode, beam=1,
+                                    bounds=cfg.eval.buckets, device=device)
+                return {"bleu": sc["bleu"], "chrf": sc["chrf"]}
+        trainer = Trainer(cfg, model, tok, batcher, valid_batches, run, dist, score_fn)
+        if ckpt_path is not None:
+            trainer.resume(ckpt_path)
+        trainer.train()
+        return run
+    finally:
+        cleanup()
+
+
+def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] = None,
+             ref_file: Optional[str] = None, beam: Optional[int] = None,
+             report_dir: Optional[str] = None, buckets: Optional[list[int]] = None,
+             attention_plots: int = 0, attn_layer: int = -1, attn_head: Optional[int] = None,
+             device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None
+             ) -> tuple[dict, Path]:
+    """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots."""
+    from nmt.data.corpus import read_lines
+
+    cfg, model, tok, meta = load_model(target, device)
+    for key, value in (overrides or {}).items():
+        setattr(cfg.decode, key, value)
+    if src_file or ref_file:
+        if not (src_file and ref_file):
+            raise NmtError("--src and --ref must be given together")
+        srcs, refs = read_lines(src_file), read_lines(ref_file)
+        if len(srcs) != len(refs):
+            raise NmtError(f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has "
+                           f"{len(refs)}")
+        name = Path(src_file).stem
+    else:
+        split = split or cfg.eval.split
+        srcs, refs = load_split(cfg.data, split)
+        name = split
+    if not srcs:
+        raise NmtError(f"nothing to evaluate: {name} is empty")
+    model.attn_layer, model.attn_head = attn_layer, attn_head
+    k = cfg.decode.beam if beam is None else beam
+    out, scores = score_texts(model, tok, srcs, refs, cfg.decode, beam=k,
+                              bounds=buckets or cfg.eval.buckets, device=device,
+                              progress=progress, return_attn=attention_plots > 0)
+    scores.update({"checkpoint": meta["path"], "step": meta["step"], "split": name})
+    ckpt = Path(meta["path"])
+    run_dir = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
+    report = Path(report_dir) if report_dir else run_dir / f"eval_{name}_beam{k}"
+    write_report(report, scores, [t.text for t in out])
+    if attention_plots:
+        _attention_plots(out, tok, report, attention_plots)
+    return scores, report
+
+
+def _attention_plots(out: list[Translation], tok, report: Path, n: int) -> None:
+    from nmt.report import plot_attention
+
+    made = 0
+    for i, t in enumerate(out):
+        if made >= n:
+            break
+        if t.hyp is None or t.hyp.attn is None:
+            continue
+        tgt = tok.tgt_pieces(t.hyp.tokens) + ["</s>"]
+        plot_attention(t.src_pieces, tgt, t.hyp.attn.float().cpu().numpy(),
+                       report / f"attention_{i + 1}.png", title=f"sentence {i + 1}")
+        made += 1
+    if made == 0:
+        log.warning("--attention-plots: this model reports no attention (seq2seq has none)")
+
+
+
+def _format(t: Translation, index: int, nbest: int) -> list[str]:
+    if nbest == 1:
+        return [t.text]
+    return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
+
+
+def translate(target: str, input_path: Optional[str], output_path: Optional[str],
+              beam: Optional[int], nbest: int, device: str = "cpu",
+              overrides: Optional[dict] = None) -> int:
+    """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
+    from nmt.checkpoint import atomic_write
+    from nmt.data.corpus import read_lines, split_lines
+    from nmt.translate import translate_texts
+
+    setup_logging()
+    cfg, model, tok, _ = load_model(target, device)
+    for key, value in (overrides or {}).items():
+        setattr(cfg.decode, key, value)
+    k = cfg.decode.beam if beam is None else beam
+    if nbest > k:
+        raise NmtError(f"--nbest {nbest} needs a beam of at least {nbest} (beam is {k})")
+    if input_path is None and sys.stdin.isatty():
+        print("nmt: interactive mode, one sentence per line, Ctrl-D to end", file=sys.stderr)
+        for i, line in enumerate(sys.stdin, 1):
+            (t,) = translate_texts(model, tok, [line.rstrip("\n")], cfg.decode, beam=k,
+                                   nbest=nbest, device=device, where="stdin")
+            print("\n".join(_format(t, i - 1, nbest)), flush=True)
+        return 0
+    lines = (read_lines(input_path) if input_path
+             else split_lines(sys.stdin.buffer.read(), "stdin"))
+    out = translate_texts(model, tok, lines, cfg.decode, beam=k, nbest=nbest, device=device,
+                          progress=input_path is not None and sys.stderr.isatty(),
+                          where=input_path or "stdin")
+    text = "".join(line + "\n" for i, t in enumerate(out) for line in _format(t, i, nbest))
+    if output_path:
+        atomic_write(output_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
