@@ -1,0 +1,170 @@
+"""Attention modules shared by the architectures.
+
+RNN alignment models (Bahdanau et al. 2014; Luong et al. 2015) split their work in two so that the
+part that depends only on the source is computed once per sentence:
+
+    keys = attn.keys(memory)                    [B, S, K]  once, in init_state
+    context, weights = attn(query, keys, memory, mask)     every decoder step
+
+`MultiHeadAttention` is the transformer's: fused SDPA for teacher forcing, explicit softmax weights
+(plus a key/value cache) for step-by-step decoding.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the last dim with exactly 0 weight where mask is False (no NaN if all False)."""
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+
+
+class Alignment(nn.Module):
+    """Base class: score(query [B, Q], keys [B, S, K]) -> [B, S]; context = weights @ memory."""
+
+    def keys(self, memory: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, query: Tensor, keys: Tensor, memory: Tensor, mask: Tensor
+                ) -> tuple[Tensor, Tensor]:
+        weights = masked_softmax(self.score(query, keys), mask)          # [B, S]
+        context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)     # [B, D]
+        return context, weights
+
+    def flops_per_step(self, src_len: float) -> float:
+        """Matmul FLOPs of one decoder step (query projection, scores; context is 2*S*D extra)."""
+        raise NotImplementedError
+
+    def flops_keys_per_source_token(self) -> float:
+        raise NotImplementedError
+
+
+class AdditiveAttention(Alignment):
+    """e_ij = v^T tanh(W s_{i-1} + U h_j) (Bahdanau et al. 2014); U h_j is `keys`."""
+
+    def __init__(self, query_size: int, memory_size: int, attn_size: int) -> None:
+        super().__init__()
+        self.W = nn.Linear(query_size, attn_size, bias=False)
+        self.U = nn.Linear(memory_size, attn_size)
+        self.v = nn.Linear(attn_size, 1, bias=False)
+
+    def keys(self, memory: Tensor) -> Tensor:
+        return self.U(memory)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        return self.v(torch.tanh(keys + self.W(query).unsqueeze(1))).squeeze(-1)
+
+    def flops_per_step(self, src_len: float) -> float:
+        a, q = self.W.out_features, self.W.in_features
+        return 2 * q * a + 2 * src_len * a
+
+    def flops_keys_per_source_token(self) -> float:
+        return 2 * self.U.in_features * self.U.out_features
+
+
+class DotAttention(Alignment):
+    """e_ij = s^T h_j (Luong dot). With sizes that differ, h_j is first projected to the query size,
+    which makes it the same function as `GeneralAttention`."""
+
+    def __init__(self, query_size: int, memory_size: int) -> None:
+        super().__init__()
+        self.proj = (nn.Linear(memory_size, query_size, bias=False)
+                     if memory_size != query_size else None)
+        self.query_size = query_size
+
+    def keys(self, memory: Tensor) -> Tensor:
+        return memory if self.proj is None else self.proj(memory)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        return torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1)
+
+    def flops_per_step(self, src_len: float) -> float:
+        return 2 * src_len * self.query_size
+
+    def flops_keys_per_source_token(self) -> float:
+        return 0.0 if self.proj is None else 2 * self.proj.in_features * self.proj.out_features
+
+
+class GeneralAttention(DotAttention):
+    """e_ij = s^T W h_j (Luong general); W h_j is `keys`, computed once per sentence."""
+
+    def __init__(self, query_size: int, memory_size: int) -> None:
+        super().__init__(query_size, memory_size)
+        self.proj = nn.Linear(memory_size, query_size, bias=False)
+
+
+def build_alignment(kind: str, query_size: int, memory_size: int, attn_size: int) -> Alignment:
+    if kind == "bahdanau":
+        return AdditiveAttention(query_size, memory_size, attn_size)
+    if kind == "luong_dot":
+        return DotAttention(query_size, memory_size)
+    if kind == "luong_general":
+        return GeneralAttention(query_size, memory_size)
+    raise ValueError(f"unknown attention {kind!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Transformer
+
+
+def attend_mask(key_mask: Tensor) -> Tensor:
+    """[B, S] key mask -> [B, 1, 1, S] SDPA mask; an all-pad row may attend everywhere (finite
+    output that nobody reads) instead of producing NaN."""
+    key_mask = key_mask | ~key_mask.any(-1, keepdim=True)
+    return key_mask[:, None, None, :]
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention over `heads` heads (Vaswani et al. 2017)."""
+
+    def __init__(self, d_model: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads, self.d_head = heads, d_model // heads
+        self.q = nn.Linear(d_model, d_model)
+        self.k = nn.Linear(d_model, d_model)
+        self.v = nn.Linear(d_model, d_model)
+        self.o = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def split(self, x: Tensor) -> Tensor:
+        """[B, L, D] -> [B, heads, L, d_head]."""
+        return x.view(x.size(0), x.size(1), self.heads, self.d_head).transpose(1, 2)
+
+    def merge(self, x: Tensor) -> Tensor:
+        """[B, heads, L, d_head] -> [B, L, D]."""
+        return x.transpose(1, 2).reshape(x.size(0), x.size(2), self.heads * self.d_head)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self.split(self.k(x)), self.split(self.v(x))
+
+    def forward(self, x: Tensor, kv: Tensor, mask: Optional[Tensor] = None,
+                causal: bool = False) -> Tensor:
+        """Teacher forcing: fused attention. mask: [B, 1, 1, S] bool (True = may attend)."""
+        q, (k, v) = self.split(self.q(x)), self.project_kv(kv)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                             dropout_p=self.dropout if self.training else 0.0)
+        return self.o(self.merge(out))
+
+    def step(self, x: Tensor, k: Tensor, v: Tensor, key_mask: Optional[Tensor] = None
+             ) -> tuple[Tensor, Tensor]:
+        """One query position x [B, 1, D] against cached k, v [B, heads, S, d_head].
+
+        Returns the output [B, 1, D] and the weights [B, heads, S], computed explicitly so that
+        decoding can report them.
+        """
+        q = self.split(self.q(x))                                          # [B, h, 1, dh]
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)          # [B, h, 1, S]
+        if key_mask is None:
+            weights = torch.softmax(scores, dim=-1)
+        else:
+            weights = masked_softmax(scores, attend_mask(key_mask))
+        return self.o(self.merge(weights @ v)), weights.squeeze(2)

@@ -1,0 +1,212 @@
+"""Transformer encoder-decoder (Vaswani et al. 2017), pre-norm by default.
+
+    x = dropout(emb(tokens) * sqrt(d_model) + pos)
+    encoder layer: x = x + SelfAttn(x);  x = x + FF(x)                 (each with its LayerNorm:
+    decoder layer: x = x + CausalSelfAttn(x);  x = x + CrossAttn(x, memory);  x = x + FF(x)
+                                                                 pre: x + f(LN(x)); post: LN(x + f(x)))
+    logits = W_out LN(x)        (final LayerNorms only with pre-norm)
+
+Teacher forcing uses fused scaled_dot_product_attention. decode_step runs one new position: each
+decoder layer keeps its self-attention keys/values in the state (appended each step), and the
+cross-attention keys/values of the memory are computed once in init_state.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.config import ModelConfig
+from nmt.errors import NmtError
+from nmt.models.attention import MultiHeadAttention, attend_mask
+from nmt.models.base import EncoderOut, NMTModel, State
+from nmt.models.registry import register
+
+
+def sinusoids(length: int, d: int) -> Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same)."""
+    pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)
+    angle = pos / 10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
+    pe = torch.zeros(length, d)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d // 2])
+    return pe
+
+
+class Positions(nn.Module):
+    def __init__(self, kind: str, d: int, max_positions: int) -> None:
+        super().__init__()
+        self.kind, self.d, self.max_positions = kind, d, max_positions
+        if kind == "learned":
+            self.table = nn.Embedding(max_positions, d)
+        else:  # a cache, not a parameter: kept out of checkpoints
+            self.register_buffer("table", sinusoids(max_positions, d), persistent=False)
+
+    def forward(self, start: int, length: int) -> Tensor:
+        """Encodings of positions start .. start+length-1: [length, d]."""
+        end = start + length
+        if self.kind == "learned":
+            if end > self.max_positions:
+                raise NmtError(f"sequence of {end} tokens exceeds 'model.max_positions' "
+                               f"({self.max_positions}) of this learned-position model")
+            return self.table.weight[start:end]
+        if end > self.table.size(0):
+            return sinusoids(end, self.d).to(self.table)[start:]
+        return self.table[start:end]
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d: int, ff: int, dropout: float) -> None:
+        super().__init__(nn.Linear(d, ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff, d))
+
+
+class Sublayers(nn.Module):
+    """Residual wiring shared by both layer types: `inp` feeds f, `res` adds f's output back."""
+
+    def __init__(self, pre: bool, dropout: float) -> None:
+        super().__init__()
+        self.pre = pre
+        self.drop = nn.Dropout(dropout)
+
+    def inp(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
+        return norm(x) if self.pre else x
+
+    def res(self, x: Tensor, out: Tensor, norm: nn.LayerNorm) -> Tensor:
+        x = x + self.drop(out)
+        return x if self.pre else norm(x)
+
+
+class EncoderLayer(Sublayers):
+    def __init__(self, d: int, heads: int, ff: int, dropout: float, pre: bool) -> None:
+        super().__init__(pre, dropout)
+        self.self_attn = MultiHeadAttention(d, heads, dropout)
+        self.ff = FeedForward(d, ff, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        h = self.inp(x, self.norm1)
+        x = self.res(x, self.self_attn(h, h, mask), self.norm1)
+        return self.res(x, self.ff(self.inp(x, self.norm2)), self.norm2)
+
+
+class DecoderLayer(Sublayers):
+    def __init__(self, d: int, heads: int, ff: int, dropout: float, pre: bool) -> None:
+        super().__init__(pre, dropout)
+        self.self_attn = MultiHeadAttention(d, heads, dropout)
+        self.cross_attn = MultiHeadAttention(d, heads, dropout)
+        self.ff = FeedForward(d, ff, dropout)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+        h = self.inp(x, self.norm1)
+        x = self.res(x, self.self_attn(h, h, causal=True), self.norm1)
+        x = self.res(x, self.cross_attn(self.inp(x, self.norm2), memory, src_mask), self.norm2)
+        return self.res(x, self.ff(self.inp(x, self.norm3)), self.norm3)
+
+    def step(self, x: Tensor, cache: tuple[Tensor, Tensor], cross: tuple[Tensor, Tensor],
+             src_mask: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor]:
+        """One new position x [B, 1, d]. Returns it, the grown self-attention cache and the
+        cross-attention weights [B, heads, S]."""
+        h = self.inp(x, self.norm1)
+        k, v = self.self_attn.project_kv(h)
+        cache = (torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2))
+        x = self.res(x, self.self_attn.step(h, *cache)[0], self.norm1)
+        out, weights = self.cross_attn.step(self.inp(x, self.norm2), *cross, key_mask=src_mask)
+        x = self.res(x, out, self.norm2)
+        return self.res(x, self.ff(self.inp(x, self.norm3)), self.norm3), cache, weights
+
+
+class Transformer(NMTModel):
+    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> None:
+        super().__init__()
+        d, L, pre = cfg.d_model, cfg.layers, cfg.norm == "pre"
+        self.d_model, self.heads, self.ff, self.n_layers = d, cfg.heads, cfg.ff, L
+        self.tgt_emb = nn.Embedding(tgt_vocab, d, padding_idx=self.pad_id)
+        self.src_emb = self.tgt_emb if cfg.tie_embeddings else nn.Embedding(
+            src_vocab, d, padding_idx=self.pad_id)
+        self.positions = Positions(cfg.positions, d, cfg.max_positions)
+        self.encoder = nn.ModuleList(EncoderLayer(d, cfg.heads, cfg.ff, cfg.dropout, pre)
+                                     for _ in range(L))
+        self.decoder = nn.ModuleList(DecoderLayer(d, cfg.heads, cfg.ff, cfg.dropout, pre)
+                                     for _ in range(L))
+        self.enc_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        self.dec_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        self.out = nn.Linear(d, tgt_vocab, bias=False)
+        self.drop = nn.Dropout(cfg.dropout)
+        self._init_weights()
+        if cfg.tie_output:
+            self.out.weight = self.tgt_emb.weight
+
+    def _init_weights(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        # Embeddings are scaled up by sqrt(d), so start them at unit scale after scaling.
+        tables = [self.tgt_emb] + ([self.src_emb] if self.src_emb is not self.tgt_emb else [])
+        for emb in tables:
+            nn.init.normal_(emb.weight, std=self.d_model ** -0.5)
+            with torch.no_grad():
+                emb.weight[self.pad_id].zero_()
+
+    def embed(self, emb: nn.Embedding, tokens: Tensor, start: int = 0) -> Tensor:
+        pos = self.positions(start, tokens.size(1))
+        return self.drop(emb(tokens) * math.sqrt(self.d_model) + pos)
+
+    # -- encoder ---------------------------------------------------------------------------
+    def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:
+        x, mask = self.embed(self.src_emb, src), attend_mask(src_mask)
+        for layer in self.encoder:
+            x = layer(x, mask)
+        return EncoderOut(self.enc_norm(x), src_mask)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        enc = self.encode(src, src_mask)
+        x, mask = self.embed(self.tgt_emb, tgt_in), attend_mask(src_mask)
+        for layer in self.decoder:
+            x = layer(x, enc.memory, mask)
+        return self.out(self.dec_norm(x))
+
+    # -- incremental decoding --------------------------------------------------------------
+    def init_state(self, enc: EncoderOut) -> State:
+        cross = [layer.cross_attn.project_kv(enc.memory) for layer in self.decoder]
+        empty = enc.memory.new_zeros(enc.memory.size(0), self.heads, 0, self.d_model // self.heads)
+        return State({"self_k": [empty] * self.n_layers, "self_v": [empty] * self.n_layers,
+                      "cross_k": [k for k, _ in cross], "cross_v": [v for _, v in cross],
+                      "src_mask": enc.mask})
+
+    def decode_step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
+        x = self.embed(self.tgt_emb, prev_tokens.unsqueeze(1), start=state.step)   # [B, 1, d]
+        self_k, self_v, report = [], [], self.attn_layer % self.n_layers
+        for l, layer in enumerate(self.decoder):
+            x, (k, v), weights = layer.step(
+                x, (state["self_k"][l], state["self_v"][l]),
+                (state["cross_k"][l], state["cross_v"][l]), state["src_mask"])
+            self_k.append(k)
+            self_v.append(v)
+            if l == report:
+                attn = weights.mean(1) if self.attn_head is None else weights[:, self.attn_head]
+        logits = self.out(self.dec_norm(x[:, 0]))
+        new = {**state.tensors, "self_k": self_k, "self_v": self_v}
+        return F.log_softmax(logits.float(), dim=-1), State(new, state.step + 1), attn
+
+    def matmul_flops_per_token(self, src_len: float, tgt_len: float) -> float:
+        """Dense count: attention scores and contexts over all S (or T) keys, causal or not."""
+        d, ff, L, S, T = self.d_model, self.ff, self.n_layers, src_len, tgt_len
+        proj, ffn = 2 * d * d, 2 * 2 * d * ff
+        enc = S * L * (4 * proj + ffn + 2 * 2 * S * d)                    # per sentence
+        cross_kv = S * L * 2 * proj                                        # memory K, V
+        dec = L * (4 * proj + 2 * proj + ffn + 2 * 2 * T * d + 2 * 2 * S * d)
+        return (enc + cross_kv) / T + dec + 2 * d * self.out.out_features
+
+
+@register("transformer")
+def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
+    if cfg.d_model % cfg.heads:
+        raise NmtError(f"'model.d_model' ({cfg.d_model}) must be divisible by "
+                       f"'model.heads' ({cfg.heads})")
+    if cfg.tie_embeddings and src_vocab != tgt_vocab:
+        raise NmtError(f"'model.tie_embeddings' needs one joint vocabulary, but the source has "
+                       f"{src_vocab} entries and the target {tgt_vocab}")
+    return Transformer(cfg, src_vocab, tgt_vocab)
