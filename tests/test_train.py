@@ -1,0 +1,193 @@
+"""Training: loss falls for every architecture, resume is exact, signals save, limits stop cleanly."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from nmt import pipeline
+from nmt.checkpoint import load_checkpoint, step_checkpoints
+from nmt.cli import main
+from nmt.config import load_config
+from nmt.errors import NmtError
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = {
+    "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64, "dropout": 0.1},
+    "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64, "dropout": 0.1},
+    "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2,
+                    "dropout": 0.1, "tie_embeddings": True},
+}
+
+
+def write_config(tmp_path: Path, arch: str = "transformer", **train) -> Path:
+    cfg = {
+        "data": {"source": "synthetic", "batch_tokens": 400,
+                 "synthetic": {"train": 400, "valid": 40, "test": 40, "lexicon": 30,
+                               "max_words": 14, "seed": 3}},
+        "vocab": {"type": "word", "size": 200},
+        "model": MODELS[arch],
+        "train": {"run_dir": str(tmp_path / "run"), "max_steps": 30, "lr": 0.003,
+                  "log_every": 5, "valid_every": 1000, "progress": False, "seed": 7,
+                  "threads": 1, **train},
+        "decode": {"beam": 2, "max_len_a": 1.2, "max_len_b": 5},
+    }
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / f"{arch}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("arch", sorted(MODELS))
+def test_loss_falls_for_every_architecture(tmp_path, arch):
+    run = pipeline.train(load_config(write_config(tmp_path, arch, max_steps=40)))
+    train_rows = [m for m in metrics(run) if m["split"] == "train"]
+    assert len(train_rows) == 8
+    assert train_rows[-1]["loss"] < 0.85 * train_rows[0]["loss"]
+    valid = [m for m in metrics(run) if m["split"] == "valid"]
+    assert valid and {"loss", "ppl", "bleu", "chrf"} <= set(valid[-1])
+    # the run directory holds everything the DESIGN promises
+    for name in ("config.yaml", "spm.model", "train.log", "metrics.jsonl", "best.pt"):
+        assert (run / name).is_file(), name
+    assert [p.name for p in step_checkpoints(run)] == ["step_40.pt"]
+
+
+def _params(path: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(path)["model"]
+
+
+def test_resume_continues_exactly_mid_epoch(tmp_path):
+    # 400 pairs at 400 tokens per batch is ~20 batches per epoch: step 7 is mid-epoch.
+    full = write_config(tmp_path / "a", "transformer", max_steps=16)
+    run_a = pipeline.train(load_config(full))
+
+    part = write_config(tmp_path / "b", "transformer", max_steps=7)
+    run_b = pipeline.train(load_config(part))
+    ck = load_checkpoint(step_checkpoints(run_b)[-1])
+    assert ck["progress"]["epoch"] == 0 and 0 < ck["progress"]["batch_in_epoch"]
+    pipeline.train(load_config(part, ["train.max_steps=16"]), resume=True)
+
+    a, b = _params(step_checkpoints(run_a)[-1]), _params(step_checkpoints(run_b)[-1])
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6, rtol=0), k
+    # the parameters moved between step 7 and 16, so the comparison is not vacuous
+    assert any(not torch.equal(ck["model"][k], b[k]) for k in b)
+
+
+def test_resume_refuses_changed_model(tmp_path):
+    cfg = write_config(tmp_path, "transformer", max_steps=3)
+    pipeline.train(load_config(cfg))
+    with pytest.raises(NmtError, match="'model' in the config differs"):
+        pipeline.train(load_config(cfg, ["model.d_model=64", "train.max_steps=6"]), resume=True)
+
+
+def test_existing_run_dir_is_not_overwritten_without_flag(tmp_path, capsys):
+    cfg = write_config(tmp_path, "transformer", max_steps=2)
+    assert main(["train", str(cfg)]) == 0
+    assert main(["train", str(cfg), "--set", "train.lr=0.001"]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a run" in err and "--overwrite" in err
+    assert main(["train", str(cfg), "--set", "train.lr=0.001", "--overwrite"]) == 0
+
+
+def test_max_minutes_stops_cleanly_with_checkpoint(tmp_path):
+    run = pipeline.train(load_config(write_config(tmp_path, "seq2seq", max_steps=0,
+                                                  max_minutes=0.02)))
+    ck = load_checkpoint(step_checkpoints(run)[-1])
+    assert ck["step"] >= 1
+    assert "reached max_minutes" in (run / "train.log").read_text()
+
+
+def test_bf16_autocast_runs_on_cpu_and_is_logged(tmp_path):
+    run = pipeline.train(load_config(write_config(tmp_path, "rnnsearch", max_steps=3,
+                                                  precision="bf16")))
+    assert "precision: bf16 autocast on cpu" in (run / "train.log").read_text()
+
+
+def test_fp16_on_cpu_is_a_config_error(tmp_path, capsys):
+    cfg = write_config(tmp_path, "transformer", precision="fp16", device="cpu")
+    assert main(["train", str(cfg)]) == 2
+    assert "fp16" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, monkeypatch):
+    import nmt.train as train_mod
+
+    real = train_mod.loss_fn
+    calls = {"n": 0}
+
+    def sometimes_nan(logits, target, smoothing):
+        calls["n"] += 1
+        loss = real(logits, target, smoothing)
+        return loss * float("nan") if calls["n"] in (3, 4) else loss
+
+    monkeypatch.setattr(train_mod, "loss_fn", sometimes_nan)
+    run = pipeline.train(load_config(write_config(tmp_path / "x", "transformer", max_steps=6)))
+    log = (run / "train.log").read_text()
+    assert "non-finite loss" in log and "2 in total" in log
+    assert load_checkpoint(step_checkpoints(run)[-1])["step"] == 6
+
+    monkeypatch.setattr(train_mod, "loss_fn", lambda *a: torch.tensor(float("inf")))
+    with pytest.raises(NmtError, match="5 consecutive steps with a non-finite loss"):
+        pipeline.train(load_config(write_config(tmp_path / "y", "transformer", max_steps=20)))
+
+
+def _wait_for(path: Path, text: str, timeout: float = 120) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_saves_checkpoint_and_resume_continues(tmp_path, sig):
+    cfg = write_config(tmp_path, "seq2seq", max_steps=100000, log_every=1)
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", str(cfg)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(tmp_path / "run" / "metrics.jsonl", '"step": 3,')
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert f"interrupted by {sig.name}" in err
+    step = load_checkpoint(step_checkpoints(tmp_path / "run")[-1])["step"]
+    assert step >= 3
+    run = pipeline.train(load_config(cfg, [f"train.max_steps={step + 2}"]), resume=True)
+    assert load_checkpoint(step_checkpoints(run)[-1])["step"] == step + 2
+
+
+def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
+    cfg = write_config(tmp_path, "transformer", max_steps=24, log_every=4)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                           "--master_port=29533", "-m", "nmt", "train", str(cfg)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "run"
+    rows = [m for m in metrics(run) if m["split"] == "train"]
+    assert len(rows) == 6  # only rank 0 writes
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    assert "2 process(es)" in (run / "train.log").read_text()
+    report = tmp_path / "report"
+    assert main(["evaluate", str(run), "--split", "valid", "--beam", "1",
+                 "--report", str(report)]) == 0
+    assert json.loads((report / "scores.json").read_text())["n"] == 40
