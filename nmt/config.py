@@ -254,6 +254,11 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
             raise bad()
         return value
     if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise bad() from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad()
         return float(value)
@@ -442,8 +447,8 @@ def docs_markdown() -> str:
             else:
                 default = "*required*"
             shown = default if default == "*required*" else f"`{yaml.safe_dump(default, default_flow_style=True).strip().removesuffix('...').strip()}`"
-            lines.append(f"| `{prefix}{f.name}` | {_type_name(tp)} | {shown} | "
-                         f"{f.metadata['doc']} |")
+            cells = [f"`{prefix}{f.name}`", _type_name(tp), str(shown), f.metadata["doc"]]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")
         for tp, name, _ in nested:
             section(tp, name + ".", name)

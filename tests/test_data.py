@@ -118,24 +118,18 @@ def test_utf8_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # TSV and JSONL
 
-@pytest.mark.xfail(reason="bug: corpus._load_tsv passes dtype=str, which datasets' CsvConfig "
-                          "rejects (TypeError), so no TSV file loads", strict=True)
 def test_tsv_with_header_maps_columns_by_language(tmp_path):
     (tmp_path / "train.tsv").write_text("en\tde\na dog\tein hund\nthe cat\tdie katze\n")
     assert load_split(local(tmp_path, format="tsv"), "train") == (
         ["ein hund", "die katze"], ["a dog", "the cat"])
 
 
-@pytest.mark.xfail(reason="bug: corpus._load_tsv passes dtype=str, which datasets' CsvConfig "
-                          "rejects (TypeError), so no TSV file loads", strict=True)
 def test_tsv_without_header_is_source_then_target(tmp_path):
     (tmp_path / "train.tsv").write_text("ein hund\ta dog\ndie katze\tthe cat\n\tempty source\n")
     assert load_split(local(tmp_path, format="tsv"), "train") == (
         ["ein hund", "die katze", ""], ["a dog", "the cat", "empty source"])
 
 
-@pytest.mark.xfail(reason="bug: corpus._load_tsv passes dtype=str, which datasets' CsvConfig "
-                          "rejects (TypeError); cells must stay verbatim text", strict=True)
 def test_tsv_cells_are_verbatim_text(tmp_path):
     # numbers, NA-like words and quote characters are sentences like any other
     (tmp_path / "train.tsv").write_text('2016\t007\n1\t1\nNA\tnull\n"zitat\t"quote"\n')

@@ -111,10 +111,13 @@ def _load_tsv(cfg: DataConfig, base: Path, name: str) -> Pairs:
         return [], []
     header = lines[0].split("\t")
     has_header = header == [cfg.src_lang, cfg.tgt_lang] or header == [cfg.tgt_lang, cfg.src_lang]
-    ds = _datasets().load_dataset(
+    columns = header if has_header else [cfg.src_lang, cfg.tgt_lang]
+    ds = _datasets()
+    # Explicit string features: cells like "007", "2016" or "NA" stay verbatim text.
+    ds = ds.load_dataset(
         "csv", data_files={"x": str(path)}, split="x", delimiter="\t", quoting=3,
-        keep_default_na=False, dtype=str,
-        column_names=None if has_header else [cfg.src_lang, cfg.tgt_lang])
+        keep_default_na=False, column_names=None if has_header else columns,
+        features=ds.Features({c: ds.Value("string") for c in columns}))
     return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang, str(path))
 
 

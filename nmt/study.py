@@ -1,0 +1,118 @@
+"""`nmt study`: train several models on the same data and budget, compare BLEU by source length.
+
+A study YAML holds `base` (config sections shared by every model), `models` (name -> sections
+merged over the base) and `evaluate` (split and beam, the same for every model). The study directory
+gets one run per model, their reports, and the joint report: study.json, study.md (the bucket table
+side by side) and bleu_by_length.png (Bahdanau et al. 2014, Fig. 2). Finished models are skipped,
+interrupted ones resumed, so rerunning a study continues it.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from nmt import pipeline
+from nmt.checkpoint import atomic_write, load_checkpoint, resolve
+from nmt.config import dump_yaml, from_dict
+from nmt.errors import NmtError
+from nmt.evaluate import load_scores
+from nmt.report import bucket_table, plot_bleu_by_length
+
+log = logging.getLogger("nmt")
+STUDY_KEYS = {"name", "out", "base", "models", "evaluate"}
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_study(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NmtError(f"study file not found: {path}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise NmtError(f"YAML syntax error in {path}{at}") from None
+    if not isinstance(raw, dict):
+        raise NmtError(f"study {path} must be a mapping with keys {sorted(STUDY_KEYS)}")
+    unknown = set(raw) - STUDY_KEYS
+    if unknown:
+        raise NmtError(f"unknown key '{sorted(unknown)[0]}' in {path}; expected one of "
+                       f"{sorted(STUDY_KEYS)}")
+    if not isinstance(raw.get("models"), dict) or not raw["models"]:
+        raise NmtError(f"missing required key 'models' in {path} (name -> config sections)")
+    ev = raw.get("evaluate") or {}
+    if set(ev) - {"split", "beam"}:
+        raise NmtError(f"unknown key in 'evaluate' of {path}; expected split and beam")
+    return raw
+
+
+def model_configs(study: dict, path: str, out: Path) -> dict[str, Any]:
+    """Each model's validated Config: base merged with its overrides, run_dir inside the study."""
+    configs = {}
+    for name, over in study["models"].items():
+        raw = _merge(study.get("base") or {}, over or {})
+        raw.setdefault("train", {})["run_dir"] = str(out / name)
+        configs[name] = from_dict(raw, f"{path} (model '{name}')")
+    return configs
+
+
+def _trained(run: Path) -> bool:
+    return (run / "trained.json").is_file()
+
+
+def run_study(path: str, out: Optional[str] = None) -> Path:
+    study = load_study(path)
+    out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
+    configs = model_configs(study, path, out_dir)  # every config is checked before any training
+    ev = study.get("evaluate") or {}
+    split, beam = ev.get("split", "test"), ev.get("beam", 1)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "configs").mkdir(exist_ok=True)
+    results: dict[str, dict] = {}
+    for name, cfg in configs.items():
+        run = Path(cfg.train.run_dir)
+        (out_dir / "configs" / f"{name}.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+        if _trained(run):
+            log.info(f"study: {name} already trained in {run}, skipping training")
+        else:
+            started = time.time()
+            resume = run.exists() and any(run.glob("checkpoints/step_*.pt"))
+            log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
+            pipeline.train(cfg, resume=resume, overwrite=not resume)
+            (run / "trained.json").write_text(json.dumps({"wall_seconds": time.time() - started}))
+        report = run / f"eval_{split}_beam{beam}"
+        if not (report / "scores.json").is_file():
+            log.info(f"study: evaluating {name} on {split} (beam {beam})")
+            pipeline.evaluate(str(run), split=split, beam=beam, report_dir=str(report),
+                              progress=False)
+        ck = load_checkpoint(resolve(run))
+        results[name] = {**load_scores(report), "params": ck["params"],
+                         "train_seconds": ck["progress"]["train_seconds"]}
+    table = bucket_table(results)
+    atomic_write(out_dir / "study.json",
+                 lambda t: Path(t).write_text(json.dumps(results, indent=2), encoding="utf-8"))
+    summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
+               f"({split}, beam {beam})", "", table, "",
+               "| model | params | train minutes | BLEU | chrF |", "|---|---:|---:|---:|---:|"]
+    for name, r in results.items():
+        summary.append(f"| {name} | {r['params']:,} | {r['train_seconds'] / 60:.1f} | "
+                       f"{r['bleu']:.2f} | {r['chrf']:.2f} |")
+    text = "\n".join(summary) + "\n"
+    atomic_write(out_dir / "study.md", lambda t: Path(t).write_text(text, encoding="utf-8"))
+    plot_bleu_by_length(results, out_dir / "bleu_by_length.png",
+                        title=f"BLEU by source length ({split})")
+    print(text)
+    return out_dir
