@@ -11,6 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from nmt.config import ModelConfig
 from nmt.errors import NmtError
 from nmt.models import EncoderOut, NMTModel, build_model
+from nmt.models.seq2seq import reverse_tokens
 
 PAD, BOS, EOS = 0, 2, 3
 V = 20  # toy vocabulary; real tokens are 4 .. V-1
@@ -180,6 +181,12 @@ def test_all_pad_source_row_stays_finite(name):
     log_probs, attn = step_by_step(model, src, mask, decoder_input([3, 3]))
     assert torch.isfinite(log_probs).all() and torch.isfinite(attn).all()
     assert torch.isfinite(model(src, mask, decoder_input([3, 3]))).all()
+
+
+def test_reverse_source_reverses_real_tokens_and_keeps_eos_and_pads_in_place():
+    src = torch.tensor([[5, 6, 7, EOS, PAD], [8, 9, EOS, PAD, PAD], [4, 5, 6, 7, 8]])
+    reversed_ = reverse_tokens(src, src != PAD, EOS)
+    assert reversed_.tolist() == [[7, 6, 5, EOS, PAD], [9, 8, EOS, PAD, PAD], [8, 7, 6, 5, 4]]
 
 
 def _perturb_all_but_final(enc: EncoderOut) -> EncoderOut:
