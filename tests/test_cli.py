@@ -1,0 +1,435 @@
+"""End to end through the command line: evaluate, translate, compare, study and data synth.
+
+Tiny models are trained once per module on a small synthetic corpus written as local files (with
+an extra split named in the config) and shared by every test; each test runs `nmt` as a user
+would, in-process through `main` or, where stdin/stdout matter, as a subprocess.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import yaml
+
+from nmt import pipeline
+from nmt.checkpoint import load_checkpoint, step_checkpoints
+from nmt.cli import main
+from nmt.config import SyntheticConfig, load_config
+from nmt.data.synthetic import write_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+DEFAULT_RANGES = [(1, 10), (11, 20), (21, 30), (31, 40), (41, 50), (51, None)]
+MODELS = {
+    "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},
+    "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},
+    "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
+}
+TRAIN = {"lr": 0.003, "log_every": 5, "valid_every": 100000, "valid_max_sentences": 0,
+         "progress": False, "seed": 7, "threads": 1}
+DECODE = {"beam": 2, "max_len_a": 1.2, "max_len_b": 5}
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def is_png(path: Path) -> bool:
+    return path.is_file() and path.read_bytes()[:8] == PNG_MAGIC
+
+
+def scores_of(report: Path) -> dict:
+    return json.loads((report / "scores.json").read_text())
+
+
+def run_nmt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`python -m nmt ARGS` as a user runs it; one thread, as in-process training used."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "nmt", *args], cwd=ROOT, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=300)
+
+
+# ---------------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """Synthetic train/valid/test files plus an 'extra' split (the first 7 test pairs)."""
+    out = tmp_path_factory.mktemp("corpus")
+    write_corpus(out, replace(SyntheticConfig(), train=400, valid=30, test=30, lexicon=30,
+                              max_words=14, seed=3))
+    for side in ("src", "tgt"):
+        first = lines(out / f"test.{side}")[:7]
+        (out / f"extra.{side}").write_text("".join(l + "\n" for l in first))
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, corpus) -> dict[str, Path]:
+    """One tiny trained run per architecture, validated once (greedy, full valid set) at the end."""
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    for arch, model in MODELS.items():
+        cfg = {"data": {"source": "local", "path": str(corpus), "batch_tokens": 400,
+                        "splits": {"train": "train", "valid": "valid", "test": "test",
+                                   "extra": "extra"}},
+               "vocab": {"type": "word", "size": 200},
+               "model": model,
+               "train": {"run_dir": str(root / arch), "max_steps": 30, **TRAIN},
+               "decode": DECODE}
+        path = root / f"{arch}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        out[arch] = pipeline.train(load_config(path))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reports(runs, tmp_path_factory) -> dict[str, Path]:
+    """`nmt evaluate RUN --split test --beam 2 --report DIR` for rnnsearch and transformer."""
+    root = tmp_path_factory.mktemp("reports")
+    out = {}
+    for arch in ("rnnsearch", "transformer"):
+        out[arch] = root / arch
+        assert main(["evaluate", str(runs[arch]), "--split", "test", "--beam", "2",
+                     "--report", str(out[arch])]) == 0
+    return out
+
+
+# ---------------------------------------------------------------------------------- evaluate
+
+def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path, capsys):
+    report = tmp_path / "report"
+    assert main(["evaluate", str(runs["rnnsearch"]), "--split", "test", "--beam", "2",
+                 "--report", str(report)]) == 0
+    out = capsys.readouterr().out
+    scores = scores_of(report)
+    assert f"BLEU = {scores['bleu']:.2f} (signature {scores['signature']})" in out
+    assert "nrefs:1" in scores["signature"] and "tok:13a" in scores["signature"]
+    assert f"chrF = {scores['chrf']:.2f}" in out
+    labels = re.findall(r"^\|\s+(\d+[-+]\d*)\s+\|", out, re.M)
+    assert "source words" in out and labels == ["1-10", "11-20", "21-30", "31-40", "41-50", "51+"]
+
+    srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
+    hyps = lines(report / "hyps.txt")
+    assert len(hyps) == len(srcs) == scores["n"] == 30
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    assert [(b["lo"], b["hi"]) for b in scores["buckets"]] == DEFAULT_RANGES
+    assert all(set(b) == {"lo", "hi", "n", "bleu"} for b in scores["buckets"])
+    assert sum(b["n"] for b in scores["buckets"]) == 30
+    assert is_png(report / "bleu_by_length.png")
+
+
+def test_evaluate_checkpoint_file_alone_matches_run_dir(runs, reports, tmp_path, capsys):
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(runs["rnnsearch"] / "best.pt", alone / "model.pt")
+    assert main(["evaluate", str(alone / "model.pt"), "--split", "test", "--beam", "2"]) == 0
+    report = alone / "eval_test_beam2"  # default report dir: beside the checkpoint
+    assert report.is_dir(), capsys.readouterr().out
+    assert lines(report / "hyps.txt") == lines(reports["rnnsearch"] / "hyps.txt")
+    got, ref = scores_of(report), scores_of(reports["rnnsearch"])
+    assert (got["bleu"], got["chrf"], got["buckets"]) == (ref["bleu"], ref["chrf"], ref["buckets"])
+
+
+def test_evaluate_any_named_split_and_src_ref_files(runs, corpus, tmp_path):
+    assert main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "1",
+                 "--report", str(tmp_path / "split")]) == 0
+    assert main(["evaluate", str(runs["transformer"]), "--src", str(corpus / "extra.src"),
+                 "--ref", str(corpus / "extra.tgt"), "--beam", "1",
+                 "--report", str(tmp_path / "files")]) == 0
+    by_split, by_files = scores_of(tmp_path / "split"), scores_of(tmp_path / "files")
+    assert by_split["n"] == by_files["n"] == 7
+    assert lines(tmp_path / "split" / "hyps.txt") == lines(tmp_path / "files" / "hyps.txt")
+    assert by_split["bleu"] == by_files["bleu"]
+    # without --report and --beam: RUN/eval_SPLIT_beamK with the config's beam (2)
+    assert main(["evaluate", str(runs["transformer"]), "--split", "extra"]) == 0
+    assert scores_of(runs["transformer"] / "eval_extra_beam2")["n"] == 7
+
+
+def test_evaluate_unknown_split_is_a_one_line_error(runs, capsys):
+    assert main(["evaluate", str(runs["transformer"]), "--split", "nosuch"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nmt: error:") and "nosuch" in err and "\n" not in err
+
+
+def test_evaluate_buckets_option_changes_the_buckets(runs, tmp_path):
+    report = tmp_path / "r"
+    assert main(["evaluate", str(runs["transformer"]), "--split", "test", "--beam", "1",
+                 "--buckets", "5,10", "--report", str(report)]) == 0
+    buckets = scores_of(report)["buckets"]
+    assert [(b["lo"], b["hi"]) for b in buckets] == [(1, 5), (6, 10), (11, None)]
+    assert sum(b["n"] for b in buckets) == 30
+
+
+@pytest.mark.parametrize("arch", ["rnnsearch", "transformer"])
+def test_training_valid_bleu_equals_greedy_evaluate(runs, tmp_path, arch):
+    run = runs[arch]
+    step = load_checkpoint(run / "best.pt")["step"]
+    rows = [json.loads(l) for l in lines(run / "metrics.jsonl")]
+    valid = [r for r in rows if r["split"] == "valid" and r["step"] == step]
+    assert valid, "no validation row for the best checkpoint's step"
+    report = tmp_path / "valid"
+    assert main(["evaluate", str(run / "best.pt"), "--split", "valid", "--beam", "1",
+                 "--report", str(report)]) == 0
+    scores = scores_of(report)
+    assert scores["n"] == 30
+    assert scores["bleu"] == valid[-1]["bleu"]
+    assert scores["chrf"] == valid[-1]["chrf"]
+
+
+# ---------------------------------------------------------------------------------- attention
+
+@pytest.mark.parametrize("arch,extra", [
+    ("rnnsearch", []),
+    ("transformer", []),
+    ("transformer", ["--attention-layer", "0", "--attention-head", "1"]),
+])
+def test_attention_plots_are_pngs(runs, tmp_path, arch, extra):
+    report = tmp_path / "r"
+    assert main(["evaluate", str(runs[arch]), "--split", "extra", "--beam", "2",
+                 "--attention-plots", "2", "--report", str(report), *extra]) == 0
+    plots = sorted(report.glob("attention_*.png"))
+    assert len(plots) == 2
+    assert all(is_png(p) for p in plots)
+
+
+def test_transformer_attention_layer_and_head_select_different_maps(runs, tmp_path):
+    """Head 1 of layer 0 is not the default (mean of heads, last layer): the plots differ."""
+    for name, extra in (("default", []), ("l0h1", ["--attention-layer", "0",
+                                                   "--attention-head", "1"])):
+        assert main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "1",
+                     "--attention-plots", "1", "--report", str(tmp_path / name), *extra]) == 0
+    assert ((tmp_path / "default" / "attention_1.png").read_bytes()
+            != (tmp_path / "l0h1" / "attention_1.png").read_bytes())
+
+
+def test_seq2seq_attention_plots_warn_and_write_none(runs, tmp_path, capsys):
+    report = tmp_path / "r"
+    assert main(["evaluate", str(runs["seq2seq"]), "--split", "extra", "--beam", "1",
+                 "--attention-plots", "2", "--report", str(report)]) == 0
+    assert "no attention" in capsys.readouterr().err
+    assert (report / "scores.json").is_file()
+    assert not list(report.glob("attention_*"))
+
+
+@pytest.mark.xfail(strict=True, reason="bug: nmt/models/transformer.py reads "
+                   "attn_layer % n_layers (layer 7 of 2 silently plots layer 1) and indexes "
+                   "weights[:, attn_head] unchecked (head 5 of 2: IndexError traceback, exit 1)")
+@pytest.mark.parametrize("option", [["--attention-layer", "7"], ["--attention-head", "5"]])
+def test_attention_layer_or_head_out_of_range_is_a_one_line_error(runs, tmp_path, capsys,
+                                                                   option):
+    rc = main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "1",
+               "--attention-plots", "1", "--report", str(tmp_path / "r"), *option])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert err[-1].startswith("nmt: error:") and option[0] in err[-1]
+
+
+# ---------------------------------------------------------------------------------- compare
+
+def test_compare_writes_plot_and_table_with_both_models(reports, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", str(reports["rnnsearch"]), str(reports["transformer"]),
+                 "--out", str(out)]) == 0
+    assert is_png(out / "compare.png")
+    table = (out / "compare.md").read_text()
+    header = table.splitlines()[0]
+    assert "rnnsearch" in header and "transformer" in header
+    for name in ("rnnsearch", "transformer"):
+        bleu = scores_of(reports[name])["buckets"][0]["bleu"]
+        assert f"{bleu:.2f}" in table.splitlines()[2]
+    assert table in capsys.readouterr().out
+
+
+def test_evaluate_compare_writes_comparison_beside_new_report(runs, reports, tmp_path):
+    report = tmp_path / "seq2seq"
+    assert main(["evaluate", str(runs["seq2seq"]), "--split", "test", "--beam", "2",
+                 "--report", str(report), "--compare", str(reports["transformer"])]) == 0
+    assert is_png(report / "compare" / "compare.png")
+    header = (report / "compare" / "compare.md").read_text().splitlines()[0]
+    assert "seq2seq" in header and "transformer" in header
+
+
+# ---------------------------------------------------------------------------------- translate
+
+def test_translate_stdin_to_stdout_matches_evaluate_and_keeps_blank_lines(runs, corpus,
+                                                                          reports):
+    srcs = lines(corpus / "test.src")
+    # blank lines at the start, between sentences and at the end
+    given = ["", *srcs[:10], "", "   ", *srcs[10:], ""]
+    proc = run_nmt("translate", str(runs["transformer"] / "best.pt"), "--beam", "2",
+                   stdin="".join(l + "\n" for l in given))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.split("\n")
+    assert out[-1] == "" and len(out[:-1]) == len(given)
+    out = out[:-1]
+    assert [o for o, g in zip(out, given) if not g.strip()] == ["", "", "", ""]
+    assert [o for o, g in zip(out, given) if g.strip()] == lines(reports["transformer"]
+                                                                 / "hyps.txt")
+    assert not any("\u2581" in o for o in out)  # detokenised: no sentencepiece markers
+    assert any(o.strip() for o in out)
+
+
+def test_translate_input_and_output_files_match_evaluate(runs, corpus, reports, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("".join(l + "\n" for l in lines(corpus / "test.src")))
+    dst = tmp_path / "out.txt"
+    assert main(["translate", str(runs["transformer"]), "-i", str(src), "-o", str(dst),
+                 "--beam", "2"]) == 0
+    assert lines(dst) == lines(reports["transformer"] / "hyps.txt")
+
+
+def test_translate_nbest_lines_and_sorted_scores(runs, corpus, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("".join(l + "\n" for l in lines(corpus / "extra.src")[:4]))
+    dst = tmp_path / "out.txt"
+    assert main(["translate", str(runs["rnnsearch"]), "-i", str(src), "-o", str(dst),
+                 "--nbest", "3", "--beam", "3"]) == 0
+    rows = [l.split(" ||| ") for l in lines(dst)]
+    assert len(rows) == 12 and all(len(r) == 3 for r in rows)
+    assert [int(r[0]) for r in rows] == [i for i in range(4) for _ in range(3)]
+    for i in range(4):
+        scores = [float(r[2]) for r in rows[3 * i:3 * i + 3]]
+        assert scores == sorted(scores, reverse=True)
+        assert not any("\u2581" in r[1] for r in rows[3 * i:3 * i + 3])
+    # the best of the n-best list is what plain translation with the same beam gives
+    assert main(["translate", str(runs["rnnsearch"]), "-i", str(src), "-o", str(dst),
+                 "--beam", "3"]) == 0
+    assert lines(dst) == [r[1] for r in rows[::3]]
+
+
+def test_translate_nbest_above_beam_is_an_error(runs, corpus, capsys):
+    assert main(["translate", str(runs["rnnsearch"]), "-i", str(corpus / "extra.src"),
+                 "--nbest", "3", "--beam", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nmt: error:") and "--nbest 3" in err and "\n" not in err
+
+
+@pytest.mark.xfail(strict=True, reason="bug: nmt/pipeline.py _format gives a blank input one "
+                   "n-best line ('1 |||  ||| 0.0000'), not the K lines that "
+                   "'nmt translate --help' promises")
+def test_translate_nbest_gives_k_lines_for_a_blank_input_too(runs, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("vita le mutol\n\nle dapi luki vita\n")
+    dst = tmp_path / "out.txt"
+    assert main(["translate", str(runs["rnnsearch"]), "-i", str(src), "-o", str(dst),
+                 "--nbest", "3", "--beam", "3"]) == 0
+    assert [int(l.split(" ||| ")[0]) for l in lines(dst)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+# ---------------------------------------------------------------------------------- data synth
+
+def test_data_synth_writes_aligned_splits_deterministically(tmp_path, capsys):
+    args = ["--train", "50", "--valid", "10", "--test", "20", "--seed", "1"]
+    for name in ("a", "b"):
+        assert main(["data", "synth", "--out", str(tmp_path / name), *args]) == 0
+    assert "train: 50 pairs" in capsys.readouterr().out
+    for split, n in (("train", 50), ("valid", 10), ("test", 20)):
+        for side in ("src", "tgt"):
+            a, b = tmp_path / "a" / f"{split}.{side}", tmp_path / "b" / f"{split}.{side}"
+            assert len(lines(a)) == n and all(lines(a))
+            assert a.read_bytes() == b.read_bytes()
+    assert main(["data", "synth", "--out", str(tmp_path / "c"), *args[:-1], "2"]) == 0
+    other_seed = (tmp_path / "c" / "train.src").read_bytes()
+    assert other_seed != (tmp_path / "a" / "train.src").read_bytes()
+
+
+# ---------------------------------------------------------------------------------- study
+
+def write_study(path: Path, rnnsearch: dict | None = None, **extra) -> Path:
+    study = {
+        "name": "tiny",
+        "base": {"data": {"source": "synthetic", "batch_tokens": 400,
+                          "synthetic": {"train": 200, "valid": 10, "test": 20, "lexicon": 30,
+                                        "max_words": 12, "seed": 5}},
+                 "vocab": {"type": "word", "size": 200},
+                 "train": {**TRAIN, "max_steps": 10},
+                 "decode": DECODE},
+        "models": {"seq2seq": {"model": MODELS["seq2seq"]},
+                   "rnnsearch": {"model": rnnsearch or MODELS["rnnsearch"]}},
+        "evaluate": {"split": "test", "beam": 1},
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> tuple[Path, Path]:
+    """(study YAML, study directory) after one `nmt study` run of seq2seq and rnnsearch."""
+    root = tmp_path_factory.mktemp("study")
+    path, out = write_study(root / "study.yaml"), root / "out"
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    return path, out
+
+
+def test_study_writes_scores_params_table_plot_and_configs(study):
+    _, out = study
+    results = json.loads((out / "study.json").read_text())
+    assert list(results) == ["seq2seq", "rnnsearch"]
+    for name, r in results.items():
+        assert {"bleu", "chrf", "signature", "n", "buckets", "params", "train_seconds"} <= set(r)
+        assert r["n"] == 20 and r["train_seconds"] > 0
+        assert r["params"] == load_checkpoint(out / name / "best.pt")["params"]
+        assert r == {**scores_of(out / name / "eval_test_beam1"), "params": r["params"],
+                     "train_seconds": r["train_seconds"]}
+        assert load_config(out / "configs" / f"{name}.yaml").model.arch == name
+    md = (out / "study.md").read_text()
+    assert "source words" in md and "| seq2seq |" in md and "| rnnsearch |" in md
+    assert re.search(r"^\|\s+1-10\s+\|", md, re.M)
+    assert is_png(out / "bleu_by_length.png")
+
+
+def test_study_rerun_skips_training_and_rewrites_report(study, capsys):
+    path, out = study
+    results = json.loads((out / "study.json").read_text())
+    md = (out / "study.md").read_text()
+
+    def stamps() -> dict[str, int]:
+        files = [p for n in results for p in (out / n / "best.pt", *step_checkpoints(out / n))]
+        return {str(p): p.stat().st_mtime_ns for p in files}
+
+    before = stamps()
+    for name in ("study.md", "study.json", "bleu_by_length.png"):
+        (out / name).unlink()
+    capsys.readouterr()
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    assert capsys.readouterr().err.count("skipping training") == 2
+    assert stamps() == before
+    assert (out / "study.md").read_text() == md
+    assert json.loads((out / "study.json").read_text()) == results
+    assert is_png(out / "bleu_by_length.png")
+
+
+@pytest.mark.xfail(strict=True, reason="bug: nmt/study.py run_study skips any run with "
+                   "trained.json, so after a model's config changes it reports the old model "
+                   "while configs/<name>.yaml shows the new one")
+def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp_path):
+    _, old = study
+    out = tmp_path / "out"
+    shutil.copytree(old, out)
+    bigger = {**MODELS["rnnsearch"], "hidden_size": 96}
+    path = write_study(tmp_path / "study.yaml", rnnsearch=bigger)
+    rc = main(["study", str(path), "--out", str(out)])
+    if rc == 0:  # either retrain the changed model ...
+        trained = load_checkpoint(out / "rnnsearch" / "best.pt")["config"]["model"]
+        assert trained["hidden_size"] == 96
+        assert load_config(out / "configs" / "rnnsearch.yaml").model.hidden_size == 96
+    else:        # ... or refuse with a clear error
+        assert rc == 2
+
+
+def test_study_unknown_top_level_key_is_a_one_line_error(tmp_path, capsys):
+    path = write_study(tmp_path / "study.yaml", epochs=3)
+    assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nmt: error:") and "'epochs'" in err and "\n" not in err
+    assert not (tmp_path / "s").exists()
