@@ -1,7 +1,7 @@
 """`nmt` command line: train, evaluate, translate, compare, study, data.
 
-User mistakes (NmtError) print one line `nmt: error: ...` and exit with code 2; only bugs show a
-traceback.
+User mistakes (NmtError) and failures of the machine (OSError: disk full, permission denied) print
+one line `nmt: error: ...` and exit with code 2; only bugs show a traceback.
 """
 from __future__ import annotations
 
@@ -30,6 +30,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
     return v
 
 
@@ -70,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--report", help="report directory (default: RUN/eval_SPLIT_beamK)")
     e.add_argument("--buckets", type=_ints, help="bucket upper bounds in source words, e.g. "
                    "10,20,30,40,50 (default: eval.buckets)")
-    e.add_argument("--attention-plots", type=int, default=0, metavar="N",
+    e.add_argument("--attention-plots", type=_count, default=0, metavar="N",
                    help="save soft-alignment heatmaps for the first N sentences")
     e.add_argument("--attention-layer", type=int, default=-1,
                    help="transformer layer whose cross-attention is plotted (default: last)")
@@ -222,6 +232,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return handlers[a.command](a)
     except NmtError as err:
         print(f"nmt: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the machine, not a bug: disk full, permission denied, read-only fs
+        where = f": {err.filename}" if err.filename else ""
+        print(f"nmt: error: {err.strerror or err}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nmt: interrupted", file=sys.stderr)

@@ -272,11 +272,22 @@ def decode_batch(model: "NMTModel", src: Tensor, src_mask: Tensor, cfg: DecodeCo
     if beam < 1 or not 1 <= nbest <= beam:
         raise NmtError(f"decoding needs 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
     with torch.inference_mode(), _eval_mode(model):
+        greedy = greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b,
+                               return_attn, alpha=cfg.alpha)
         if beam == 1:
-            return greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b,
-                                 return_attn, alpha=cfg.alpha)
-        return beam_search(model, src, src_mask, beam, cfg.alpha, cfg.max_len_a, cfg.max_len_b,
-                           nbest, return_attn)
+            return greedy
+        beams = beam_search(model, src, src_mask, beam, cfg.alpha, cfg.max_len_a,
+                            cfg.max_len_b, nbest, return_attn)
+    # Beam search is not exact: a greedy path pruned early can end better than every kept beam
+    # (mostly when hypotheses run into the length limit). Offering the greedy hypothesis as one
+    # more candidate costs one cheap pass and guarantees beam >= greedy in model score.
+    return [_merge(hs, g, nbest) for hs, (g,) in zip(beams, greedy)]
+
+
+def _merge(hyps: list[Hypothesis], extra: Hypothesis, nbest: int) -> list[Hypothesis]:
+    if any(h.tokens == extra.tokens for h in hyps):
+        return hyps
+    return sorted(hyps + [extra], key=lambda h: -h.norm_score)[:nbest]
 
 
 def _batches(order: list[int], lengths: list[int], budget: int) -> Iterator[list[int]]:

@@ -20,7 +20,7 @@ from nmt.data.corpus import load_split
 from nmt.data.prepare import prepare
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
-from nmt.evaluate import write_report
+from nmt.evaluate import bucket_bounds, write_report
 from nmt.models import NMTModel, build_model
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
 from nmt.translate import Translation, score_texts
@@ -194,10 +194,12 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
         name = split
     if not srcs:
         raise NmtError(f"nothing to evaluate: {name} is empty")
-    model.attn_layer, model.attn_head = attn_layer, attn_head
+    bounds = buckets or cfg.eval.buckets
+    bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
+    model.set_attention_view(attn_layer, attn_head)
     k = cfg.decode.beam if beam is None else beam
     out, scores = score_texts(model, tok, srcs, refs, cfg.decode, beam=k,
-                              bounds=buckets or cfg.eval.buckets, device=device,
+                              bounds=bounds, device=device,
                               progress=progress, return_attn=attention_plots > 0)
     scores.update({"checkpoint": meta["path"], "step": meta["step"], "split": name})
     ckpt = Path(meta["path"])

@@ -69,8 +69,11 @@ def model_configs(study: dict, path: str, out: Path) -> dict[str, Any]:
     return configs
 
 
-def _trained(run: Path) -> bool:
-    return (run / "trained.json").is_file()
+def _trained(run: Path, cfg_text: str) -> bool:
+    """Finished with exactly this config (a changed config means the old run is stale)."""
+    saved = run / "config.yaml"
+    return ((run / "trained.json").is_file() and saved.is_file()
+            and saved.read_text(encoding="utf-8") == cfg_text)
 
 
 def run_study(path: str, out: Optional[str] = None) -> Path:
@@ -84,16 +87,20 @@ def run_study(path: str, out: Optional[str] = None) -> Path:
     results: dict[str, dict] = {}
     for name, cfg in configs.items():
         run = Path(cfg.train.run_dir)
-        (out_dir / "configs" / f"{name}.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
-        if _trained(run):
+        cfg_text = dump_yaml(cfg)
+        (out_dir / "configs" / f"{name}.yaml").write_text(cfg_text, encoding="utf-8")
+        report = run / f"eval_{split}_beam{beam}"
+        if _trained(run, cfg_text):
             log.info(f"study: {name} already trained in {run}, skipping training")
         else:
             started = time.time()
-            resume = run.exists() and any(run.glob("checkpoints/step_*.pt"))
+            saved = run / "config.yaml"
+            resume = (saved.is_file() and saved.read_text(encoding="utf-8") == cfg_text
+                      and any(run.glob("checkpoints/step_*.pt")))
             log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
             pipeline.train(cfg, resume=resume, overwrite=not resume)
             (run / "trained.json").write_text(json.dumps({"wall_seconds": time.time() - started}))
-        report = run / f"eval_{split}_beam{beam}"
+            (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
         if not (report / "scores.json").is_file():
             log.info(f"study: evaluating {name} on {split} (beam {beam})")
             pipeline.evaluate(str(run), split=split, beam=beam, report_dir=str(report),

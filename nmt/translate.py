@@ -51,7 +51,8 @@ def translate_texts(model: NMTModel, tok: Tokenizer, texts: list[str], cfg: Deco
     live = [i for i, t in enumerate(texts) if t.strip()]
     hyps = translate_ids(model, [ids[i] for i in live], cfg, beam=beam, nbest=nbest,
                          return_attn=return_attn, device=device, progress=progress)
-    out = [Translation("", [""], [0.0], None, tok.src_pieces(s)) for s in ids]
+    k = nbest or 1  # blank inputs still give k (empty) hypotheses, like every other line
+    out = [Translation("", [""] * k, [0.0] * k, None, tok.src_pieces(s)) for s in ids]
     for i, hs in zip(live, hyps):
         texts_i = tok.decode_tgt([h.tokens for h in hs])
         out[i] = Translation(texts_i[0], texts_i, [h.norm_score for h in hs], hs[0],

@@ -220,9 +220,6 @@ def test_seq2seq_attention_plots_warn_and_write_none(runs, tmp_path, capsys):
     assert not list(report.glob("attention_*"))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: nmt/models/transformer.py reads "
-                   "attn_layer % n_layers (layer 7 of 2 silently plots layer 1) and indexes "
-                   "weights[:, attn_head] unchecked (head 5 of 2: IndexError traceback, exit 1)")
 @pytest.mark.parametrize("option", [["--attention-layer", "7"], ["--attention-head", "5"]])
 def test_attention_layer_or_head_out_of_range_is_a_one_line_error(runs, tmp_path, capsys,
                                                                    option):
@@ -313,9 +310,6 @@ def test_translate_nbest_above_beam_is_an_error(runs, corpus, capsys):
     assert err.startswith("nmt: error:") and "--nbest 3" in err and "\n" not in err
 
 
-@pytest.mark.xfail(strict=True, reason="bug: nmt/pipeline.py _format gives a blank input one "
-                   "n-best line ('1 |||  ||| 0.0000'), not the K lines that "
-                   "'nmt translate --help' promises")
 def test_translate_nbest_gives_k_lines_for_a_blank_input_too(runs, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("vita le mutol\n\nle dapi luki vita\n")
@@ -409,9 +403,6 @@ def test_study_rerun_skips_training_and_rewrites_report(study, capsys):
     assert is_png(out / "bleu_by_length.png")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: nmt/study.py run_study skips any run with "
-                   "trained.json, so after a model's config changes it reports the old model "
-                   "while configs/<name>.yaml shows the new one")
 def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp_path):
     _, old = study
     out = tmp_path / "out"

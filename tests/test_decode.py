@@ -226,6 +226,19 @@ def test_beam_scores_at_least_as_high_as_greedy_without_length_penalty(arch):
     assert gains.mean() > 1.0
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_decoding_with_a_beam_never_scores_below_greedy(arch):
+    # decode_batch offers the greedy hypothesis to the beam's candidates, so the guarantee holds
+    # on every sentence, including those where plain beam search loses to greedy (above).
+    model = make_model(arch, seed=2)
+    src, mask = pad_batch(random_sources(60, seed=3))
+    cfg = DecodeConfig(beam=5, alpha=0.0, nbest=1)
+    greedy = decode_batch(model, src, mask, cfg, beam=1)
+    beam = decode_batch(model, src, mask, cfg)
+    for (g,), (b,) in zip(greedy, beam):
+        assert b.score >= g.score - 1e-6
+
+
 def test_wide_beam_is_exact_search():
     # A random Markov model over {4, 5, EOS}: every hypothesis up to the limit fits in the beam,
     # so beam search must return the brute-force best list, and never less than greedy.
@@ -318,8 +331,10 @@ def test_each_sentence_stops_at_its_own_length_limit(beam):
     sources = [[5, EOS], [6, 7, EOS], [8, EOS], list(range(4, 24)) + [EOS]]
     src, mask = pad_batch(sources)
     limits = max_lengths(mask, 1.0, 2).tolist()
-    results = decode_batch(model, src, mask, DecodeConfig(max_len_a=1.0, max_len_b=2),
-                           beam=beam)
+    with torch.no_grad():  # the searches themselves: decode_batch adds a greedy pass
+        results = (greedy_search(model, src, mask, 1.0, 2) if beam == 1 else
+                   beam_search(model, src, mask, beam=beam, alpha=0.6, max_len_a=1.0,
+                               max_len_b=2))
     assert [len(hyps[0].tokens) for hyps in results] == limits
     # The short sentences leave the batch: later steps run on the long sentence's rows only.
     assert len(model.rows) == max(limits) + 1

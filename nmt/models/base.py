@@ -16,6 +16,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
+from nmt.errors import NmtError
+
 
 def _select(x: Any, index: Tensor) -> Any:
     if isinstance(x, Tensor):
@@ -66,6 +68,21 @@ class NMTModel(nn.Module):
         # (None = mean over heads). RNN models ignore it.
         self.attn_layer: int = -1
         self.attn_head: Optional[int] = None
+
+    def set_attention_view(self, layer: int = -1, head: Optional[int] = None) -> None:
+        """Choose the cross-attention decode_step reports (layer, head; None = mean of heads)."""
+        layers, heads = self.attention_shape()
+        if not -layers <= layer < layers:
+            raise NmtError(f"--attention-layer {layer} out of range: the model has {layers} "
+                           f"decoder layer(s) (use 0..{layers - 1} or -1 for the last)")
+        if head is not None and not 0 <= head < heads:
+            raise NmtError(f"--attention-head {head} out of range: the model has {heads} head(s) "
+                           f"(use 0..{heads - 1}, or omit for the mean)")
+        self.attn_layer, self.attn_head = layer, head
+
+    def attention_shape(self) -> tuple[int, int]:
+        """(decoder layers, heads) of the reported attention; RNN alignments are one of each."""
+        return 1, 1
 
     def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:
         raise NotImplementedError

@@ -155,6 +155,9 @@ class Transformer(NMTModel):
         return self.drop(emb(tokens) * math.sqrt(self.d_model) + pos)
 
     # -- encoder ---------------------------------------------------------------------------
+    def attention_shape(self) -> tuple[int, int]:
+        return self.n_layers, self.heads
+
     def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:
         x, mask = self.embed(self.src_emb, src), attend_mask(src_mask)
         for layer in self.encoder:
