@@ -6,6 +6,7 @@ stored, which is what lets `torch.load(..., weights_only=True)` refuse anything 
 """
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import re
@@ -43,18 +44,32 @@ def atomic_write(path: str | Path, write: Any) -> None:
         raise
 
 
+def _torch_save(payload: dict, path: Path) -> None:
+    # torch's zip writer reports a failed write (disk full, file too large) as a RuntimeError;
+    # serialising plain containers and tensors fails for no other reason, so it is an OSError.
+    try:
+        torch.save(payload, path)
+    except RuntimeError as e:
+        raise OSError(errno.EIO, f"write failed ({str(e).splitlines()[0][:200]})") from None
+
+
 def save_checkpoint(path: str | Path, payload: dict) -> None:
     """Write a checkpoint dict atomically (stamped with the format version)."""
     payload = {"format_version": FORMAT_VERSION, "nmt_version": __version__, **payload}
-    atomic_write(path, lambda tmp: torch.save(payload, tmp))
+    atomic_write(path, lambda tmp: _torch_save(payload, tmp))
 
 
 def tokenizer_payload(tok: Tokenizer) -> dict:
     return {"src": tok.src_proto, "tgt": tok.tgt_proto, "lowercase": tok.lowercase}
 
 
-def tokenizer_from_payload(p: dict) -> Tokenizer:
-    return Tokenizer(p["src"], p["tgt"], p["lowercase"])
+def tokenizer_from_payload(p: dict, where: str = "the checkpoint") -> Tokenizer:
+    try:
+        return Tokenizer(p["src"], p["tgt"], p["lowercase"])
+    except NmtError as e:
+        raise NmtError(f"the subword model in {where} is unusable: {e}") from None
+    except Exception:  # sentencepiece raises RuntimeError on bytes that are not a model
+        raise NmtError(f"the subword model in {where} is missing or corrupt") from None
 
 
 def load_checkpoint(path: str | Path) -> dict:
@@ -65,18 +80,23 @@ def load_checkpoint(path: str | Path) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        if "weights_only" in str(e) or "Unsupported" in str(e) or "global" in str(e).lower():
+        # The weights-only unpickler names the opcode when it meets a class or function (what
+        # a malicious pickle needs); every other failure is damaged bytes.
+        if "GLOBAL " in str(e):
             raise NmtError(f"refusing to load {path}: it contains pickled Python objects that could "
                            f"run code (only tensors and plain data are allowed)") from None
         raise NmtError(f"checkpoint {path} is corrupt or truncated") from None
     except (RuntimeError, EOFError, ValueError, OSError, KeyError, AttributeError, TypeError):
         raise NmtError(f"checkpoint {path} is corrupt or truncated") from None
-    if not isinstance(ckpt, dict) or "format_version" not in ckpt or "model" not in ckpt:
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("format_version"), int) \
+            or not isinstance(ckpt.get("model"), dict) or not isinstance(ckpt.get("config"), dict):
         raise NmtError(f"{path} is not an nmt checkpoint")
     if ckpt["format_version"] > FORMAT_VERSION:
         raise NmtError(f"checkpoint {path} was written by a newer nmt (format "
                        f"{ckpt['format_version']}, this version reads up to {FORMAT_VERSION}); "
                        f"upgrade nmt")
+    if not isinstance(ckpt.get("tokenizer"), dict):
+        raise NmtError(f"checkpoint {path} carries no subword model")
     return ckpt
 
 
@@ -122,9 +142,7 @@ def load_model(path_or_run: str | Path, device: str | torch.device = "cpu"
     path = resolve(path_or_run)
     ckpt = load_checkpoint(path)
     cfg = config_of(ckpt, str(path))
-    if "tokenizer" not in ckpt:
-        raise NmtError(f"checkpoint {path} carries no subword model")
-    tok = tokenizer_from_payload(ckpt["tokenizer"])
+    tok = tokenizer_from_payload(ckpt["tokenizer"], str(path))
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
     try:
         model.load_state_dict(ckpt["model"])
