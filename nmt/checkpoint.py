@@ -19,29 +19,12 @@ from nmt import __version__
 from nmt.config import Config, from_dict
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
+from nmt.files import atomic_write
 
 FORMAT_VERSION = 1
 
 if TYPE_CHECKING:
     from nmt.models import NMTModel
-
-
-def atomic_write(path: str | Path, write: Any) -> None:
-    """Call `write(tmp_path)`, fsync, then rename over `path`; on failure leave `path` untouched."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise NmtError(f"cannot write {path}: {e.strerror or e} (disk full?); the previous file, "
-                       f"if any, is intact") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _torch_save(payload: dict, path: Path) -> None:

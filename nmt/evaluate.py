@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.errors import NmtError
+from nmt.files import atomic_write
 
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows
 
@@ -89,21 +89,6 @@ def score_report(srcs: list[str], hyps: list[str], refs: list[str],
                  bounds: list[int] = DEFAULT_BUCKETS) -> dict:
     """Everything scores.json holds: corpus scores plus BLEU per source-length bucket."""
     return {**corpus_scores(hyps, refs), "buckets": bleu_by_length(srcs, hyps, refs, bounds)}
-
-
-def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write via a temp file in the same directory and os.replace, so a crash leaves no half file."""
-    path = Path(path)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    # A unique name opened with "x" (not mkstemp, whose 0600 mode would survive the rename).
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            f.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_report(report_dir: str | os.PathLike, scores: dict, hyps: list[str], plot: bool = True) -> None:

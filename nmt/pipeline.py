@@ -21,6 +21,7 @@ from nmt.data.prepare import prepare
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
 from nmt.evaluate import bucket_bounds, write_report
+from nmt.files import atomic_write
 from nmt.models import NMTModel, build_model
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
 from nmt.translate import Translation, score_texts
@@ -47,31 +48,43 @@ def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
     root.propagate = False
 
 
-def _prepare_run_dir(cfg: Config, overwrite: bool, resume: bool) -> tuple[Path, Optional[Path]]:
-    """Create or reuse the run directory; return it and the checkpoint to resume from."""
+def _resume_checkpoint(cfg: Config) -> Path:
+    """The checkpoint --resume continues from, after checking the config still fits the run."""
     run = Path(cfg.train.run_dir)
+    try:
+        ckpt = resolve(run, prefer="latest")
+    except NmtError:
+        raise NmtError(f"--resume: run directory {run} has no checkpoint to resume") from None
     saved = run / "config.yaml"
-    if resume:
-        try:
-            ckpt = resolve(run, prefer="latest")
-        except NmtError:
-            raise NmtError(f"--resume: run directory {run} has no checkpoint to resume") from None
-        if saved.is_file():
-            old = load_config(saved)
-            for section in COMPARED_SECTIONS:
-                if getattr(old, section) != getattr(cfg, section):
-                    raise NmtError(f"--resume: '{section}' in the config differs from the run in "
-                                   f"{run} (only train limits may change on resume)")
-        return run, ckpt
-    if run.exists() and any(run.iterdir()):
-        same = saved.is_file() and saved.read_text() == dump_yaml(cfg)
-        if overwrite:
-            shutil.rmtree(run)
-        elif not (same and not step_checkpoints(run) and not (run / "best.pt").exists()):
-            raise NmtError(f"run directory {run} already holds a run; pass --resume to continue "
-                           f"it or --overwrite to replace it")
+    if saved.is_file():
+        old = load_config(saved)
+        for section in COMPARED_SECTIONS:
+            if getattr(old, section) != getattr(cfg, section):
+                raise NmtError(f"--resume: '{section}' in the config differs from the run in "
+                               f"{run} (only train limits may change on resume)")
+    return ckpt
+
+
+def _check_run_dir(cfg: Config, overwrite: bool) -> None:
+    """Refuse to start over a different run unless --overwrite (nothing is written here)."""
+    run = Path(cfg.train.run_dir)
+    if overwrite or not run.exists() or not any(run.iterdir()):
+        return
+    saved = run / "config.yaml"
+    same = saved.is_file() and saved.read_text(encoding="utf-8") == dump_yaml(cfg)
+    if not same or step_checkpoints(run) or (run / "best.pt").exists():
+        raise NmtError(f"run directory {run} already holds a run; pass --resume to continue "
+                       f"it or --overwrite to replace it")
+
+
+def _create_run_dir(cfg: Config, overwrite: bool, tok) -> Path:
+    run = Path(cfg.train.run_dir)
+    if overwrite and run.exists():
+        shutil.rmtree(run)
     run.mkdir(parents=True, exist_ok=True)
-    return run, None
+    atomic_write(run / "config.yaml", dump_yaml(cfg))
+    tok.save(run)
+    return run
 
 
 def describe_precision(cfg: Config, device: torch.device) -> str:
@@ -126,20 +139,23 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> Path:
         autocast_for(cfg.train.precision, dist.device)  # fp16 on CPU fails here, before work
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
-        if dist.rank == 0:
-            run, ckpt_path = _prepare_run_dir(cfg, overwrite, resume)
-        if dist.world > 1:
-            barrier()
-            run = Path(cfg.train.run_dir)
-            ckpt_path = resolve(run, prefer="latest") if resume else None
-        setup_logging(run, dist.rank)
+        # Everything that can fail on user input (run dir, data, subwords) runs before anything
+        # is written, so a mistake leaves no half-made run behind.
+        ckpt_path = _resume_checkpoint(cfg) if resume else None
+        if not resume and dist.rank == 0:
+            _check_run_dir(cfg, overwrite)
+        setup_logging(None, dist.rank)
         seed_everything(cfg.train.seed)
         tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
         prep = prepare(cfg, tok)
         tok = prep.tokenizer
+        valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
+        run = Path(cfg.train.run_dir)
         if dist.rank == 0:
-            (run / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
-            tok.save(run)
+            run = _create_run_dir(cfg, overwrite and not resume, tok)
+        barrier()
+        setup_logging(run, dist.rank)
+        log.info(prep.stats.line())
         model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
         log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
         log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
@@ -148,8 +164,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> Path:
                                 cfg.data.batch_size, cfg.train.seed, dist.rank, dist.world)
         score_fn = None
         valid_batches = []
-        if "valid" in cfg.data.splits and dist.rank == 0:
-            v_src, v_tgt = load_split(cfg.data, "valid")
+        if valid is not None and dist.rank == 0:
+            v_src, v_tgt = valid
             valid_batches = _valid_batches(cfg, tok, v_src, v_tgt)
             n = cfg.train.valid_max_sentences or len(v_src)
             v_src, v_tgt = v_src[:n], v_tgt[:n]
@@ -239,7 +255,6 @@ def translate(target: str, input_path: Optional[str], output_path: Optional[str]
               beam: Optional[int], nbest: int, device: str = "cpu",
               overrides: Optional[dict] = None) -> int:
     """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
-    from nmt.checkpoint import atomic_write
     from nmt.data.corpus import read_lines, split_lines
     from nmt.translate import translate_texts
 
@@ -264,7 +279,7 @@ def translate(target: str, input_path: Optional[str], output_path: Optional[str]
                           where=input_path or "stdin")
     text = "".join(line + "\n" for i, t in enumerate(out) for line in _format(t, i, nbest))
     if output_path:
-        atomic_write(output_path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        atomic_write(output_path, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

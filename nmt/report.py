@@ -15,7 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from nmt.errors import NmtError
-from nmt.evaluate import atomic_write, bucket_label, load_scores
+from nmt.evaluate import bucket_label, load_scores
+from nmt.files import atomic_write
 
 COMPARE_PLOT = "compare.png"
 COMPARE_TABLE = "compare.md"

@@ -18,10 +18,11 @@ from typing import Any, Optional
 import yaml
 
 from nmt import pipeline
-from nmt.checkpoint import atomic_write, load_checkpoint, resolve
+from nmt.checkpoint import load_checkpoint, resolve
 from nmt.config import dump_yaml, from_dict
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
+from nmt.files import atomic_write
 from nmt.report import bucket_table, plot_bleu_by_length
 
 log = logging.getLogger("nmt")
@@ -109,8 +110,7 @@ def run_study(path: str, out: Optional[str] = None) -> Path:
         results[name] = {**load_scores(report), "params": ck["params"],
                          "train_seconds": ck["progress"]["train_seconds"]}
     table = bucket_table(results)
-    atomic_write(out_dir / "study.json",
-                 lambda t: Path(t).write_text(json.dumps(results, indent=2), encoding="utf-8"))
+    atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
     summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
                f"({split}, beam {beam})", "", table, "",
                "| model | params | train minutes | BLEU | chrF |", "|---|---:|---:|---:|---:|"]
@@ -118,7 +118,7 @@ def run_study(path: str, out: Optional[str] = None) -> Path:
         summary.append(f"| {name} | {r['params']:,} | {r['train_seconds'] / 60:.1f} | "
                        f"{r['bleu']:.2f} | {r['chrf']:.2f} |")
     text = "\n".join(summary) + "\n"
-    atomic_write(out_dir / "study.md", lambda t: Path(t).write_text(text, encoding="utf-8"))
+    atomic_write(out_dir / "study.md", text)
     plot_bleu_by_length(results, out_dir / "bleu_by_length.png",
                         title=f"BLEU by source length ({split})")
     print(text)

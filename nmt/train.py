@@ -265,17 +265,21 @@ class Trainer:
             g["lr"] = lr
         total_loss, n_tok = 0.0, sum(b.n_tokens for b in batches)
         finite = True
-        for i, b in enumerate(batches):
-            b = b.to(self.device)
-            sync = (self.dist.world == 1 or i == len(batches) - 1)
-            ctx = nullcontext() if sync else self.net.no_sync()
-            with ctx:
-                loss = self._forward_loss(b)
-                if not torch.isfinite(loss):
-                    finite = False
-                    break
-                self.scaler.scale(loss / n_tok).backward()
-            total_loss += loss.item()
+        try:
+            for i, b in enumerate(batches):
+                b = b.to(self.device)
+                sync = (self.dist.world == 1 or i == len(batches) - 1)
+                with nullcontext() if sync else self.net.no_sync():
+                    loss = self._forward_loss(b)
+                    if not torch.isfinite(loss):
+                        finite = False
+                        break
+                    self.scaler.scale(loss / n_tok).backward()
+                total_loss += loss.item()
+        except torch.cuda.OutOfMemoryError:
+            self.opt.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+            return {"oom": True, "tokens": sum(b.n_slots for b in batches)}
         if self.dist.world > 1:
             finite = not all_reduce_flag(not finite, self.device)
         if not finite:
@@ -346,7 +350,7 @@ class Trainer:
         started = time.time()
         last_valid_step = self.p.step if self.p.history else -1
         log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0
-        bad_run = 0
+        bad_run = oom_run = 0
         try:
             while self.stop_reason is None:
                 if tc.max_epochs and self.p.epoch >= tc.max_epochs:
@@ -362,6 +366,16 @@ class Trainer:
                     out = self.train_step(data)
                     self.p.batch_in_epoch += len(group)
                     bar.update(len(group))
+                    if out is not None and out.get("oom"):
+                        oom_run += 1
+                        log.warning(f"out of memory on a batch of {out['tokens']} padded tokens "
+                                    f"at step {self.p.step + 1}: batch skipped")
+                        if oom_run >= tc.max_bad_steps:
+                            raise NmtError(f"out of memory on {oom_run} batches in a row: lower "
+                                           f"'data.batch_tokens' (now {self.cfg.data.batch_tokens})"
+                                           f" or use 'train.accum_steps' for the same batch size")
+                        continue
+                    oom_run = 0
                     if out is None:
                         bad_run += 1
                         self.p.bad_steps_total += 1

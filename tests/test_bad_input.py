@@ -256,16 +256,12 @@ def test_hub_split_that_does_not_exist_is_named(tmp_path, capsys):
     assert line.startswith(f"nmt: error: split 'training' not found in hub dataset {hub}: "), line
 
 
-@pytest.mark.xfail(strict=True, reason="bug: pipeline.train creates the run directory and "
-                   "train.log before loading data, so a data error leaves a run directory behind")
 def test_data_error_leaves_no_run_directory(tmp_path, capsys):
     cfg = local_corpus(tmp_path, GOOD, GOOD[:1])
     fails(capsys, "train", cfg)
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: after a data error the leftover run directory "
-                   "(train.log only) makes the retry fail with 'already holds a run'")
 def test_fixing_the_data_then_rerunning_the_same_command_trains(tmp_path, capsys):
     cfg = local_corpus(tmp_path, GOOD, GOOD[:1], max_len=50)
     fails(capsys, "train", cfg)

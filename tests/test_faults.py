@@ -104,7 +104,7 @@ for step in range(1, 10**6):
 def partial_best(run: Path) -> list[Path]:
     """Temp files of best.pt holding some, but not all, of a checkpoint's bytes."""
     out = []
-    for p in run.glob(".best.pt.tmp*"):
+    for p in run.glob(".best.pt.*.tmp"):
         try:
             if 2**20 <= p.stat().st_size < (run / "best.pt").stat().st_size:
                 out.append(p)
@@ -246,7 +246,7 @@ class HalfWrite:
 
 
 def evaluate_on_full_disk(run_dir: Path, tmp_path: Path, monkeypatch, capsys) -> tuple[int, str]:
-    import nmt.evaluate
+    import nmt.files
 
     def open_on_full_disk(path: Any, mode: str = "r", *a: Any, **k: Any) -> Any:
         f = open(path, mode, *a, **k)
@@ -255,7 +255,7 @@ def evaluate_on_full_disk(run_dir: Path, tmp_path: Path, monkeypatch, capsys) ->
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text("le\nla\n")
     ref.write_text("hu\nhu\n")
-    monkeypatch.setattr(nmt.evaluate, "open", open_on_full_disk, raising=False)
+    monkeypatch.setattr(nmt.files, "open", open_on_full_disk, raising=False)
     code = main(["evaluate", str(run_dir), "--src", str(src), "--ref", str(ref), "--report",
                  str(tmp_path / "report")])
     return code, capsys.readouterr().err
@@ -270,8 +270,6 @@ def test_disk_full_while_writing_a_report_is_one_line_and_leaves_no_report(run, 
     assert not report.exists() or list(report.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: nmt.evaluate.atomic_write lets the OSError through, "
-                   "so the message (from cli's OSError catch) cannot name the report file")
 def test_disk_full_while_writing_a_report_names_the_file(run, tmp_path, monkeypatch, capsys):
     _, err = evaluate_on_full_disk(run[0], tmp_path, monkeypatch, capsys)
     assert error_line(err).startswith(
@@ -281,10 +279,6 @@ def test_disk_full_while_writing_a_report_names_the_file(run, tmp_path, monkeypa
 # ----------------------------------------------------------------------------------------------
 # Out of memory on a training batch
 
-@pytest.mark.xfail(strict=True, raises=torch.OutOfMemoryError,
-                   reason="bug: nmt/train.py does not handle torch.OutOfMemoryError: a CUDA OOM "
-                   "on a batch ends training with a traceback instead of one line suggesting a "
-                   "smaller data.batch_tokens")
 def test_out_of_memory_on_a_batch_is_one_line_suggesting_a_smaller_batch(run, monkeypatch,
                                                                          capsys):
     from nmt.train import Trainer

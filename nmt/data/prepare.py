@@ -1,7 +1,6 @@
 """From config to training-ready ids: load splits, build subwords, filter the training split."""
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -10,7 +9,6 @@ from nmt.data.corpus import load_split
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 
-log = logging.getLogger("nmt")
 
 
 @dataclass
@@ -64,7 +62,6 @@ def prepare(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> Prepared:
     src_ids, tgt_ids = tokenizer.encode_src(src_text), tokenizer.encode_tgt(tgt_text)
     keep, stats = filter_pairs(src_ids, tgt_ids, src_text, tgt_text, cfg.data.max_len,
                                cfg.data.max_ratio)
-    log.info(stats.line())
     if not keep:
         raise NmtError(f"the training set is empty after filtering ({stats.line()}); check "
                        f"'data.max_len' and 'data.max_ratio'")

@@ -1,0 +1,36 @@
+"""Atomic file writes: a crash, kill -9 or full disk never leaves a half-written file behind."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Callable, Union
+
+from nmt.errors import NmtError
+
+Content = Union[str, bytes, Callable[[Path], None]]
+
+
+def atomic_write(path: str | os.PathLike, content: Content) -> None:
+    """Write text, bytes, or whatever `content(tmp_path)` writes, to a temp file in the same
+    directory; fsync and rename it over `path`. On failure `path` is untouched and the temp file
+    removed; an OSError (disk full, permissions) becomes one NmtError line naming `path`."""
+    path = Path(path)
+    # A unique name opened by us (not mkstemp, whose 0600 mode would survive the rename).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        if callable(content):
+            content(tmp)
+        else:
+            with open(tmp, "xb") as f:
+                f.write(content.encode("utf-8") if isinstance(content, str) else content)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise NmtError(f"cannot write {path}: {e.strerror or e} (disk full?); the previous file, "
+                       f"if any, is intact") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
