@@ -115,6 +115,9 @@ class ModelConfig:
     d_model: int = opt(256, "transformer model width", lo=1)
     heads: int = opt(4, "attention heads", lo=1)
     ff: int = opt(1024, "transformer feed-forward size", lo=1)
+    attention_dropout: float = opt(0.0, "transformer: dropout on attention weights (0 keeps the "
+                                        "fused attention kernel on CPU)", lo=0.0, hi=1.0,
+                                   hi_open=True)
     norm: Literal["pre", "post"] = opt("pre", "transformer layer-norm placement")
     positions: Literal["sinusoidal", "learned"] = opt("sinusoidal", "transformer position encoding")
     max_positions: int = opt(1024, "longest sequence learned positions support", lo=1)

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from nmt.config import ModelConfig
 from nmt.models.attention import build_alignment
 from nmt.models.base import EncoderOut, NMTModel, State
+from nmt.models.dropout import Dropout
 from nmt.models.registry import register
 from nmt.models.seq2seq import DeepOutput, gates, make_rnn, run_packed
 
@@ -66,7 +67,7 @@ class RNNSearch(NMTModel):
         self.in_h = nn.ModuleList(nn.Linear(H, G * H) for _ in range(L - 1))  # upper layers
         self.cells = nn.ModuleList(Cell(cfg.rnn_type, H) for _ in range(L))
         self.out = DeepOutput(cfg.deep_output, H + E + 2 * Eh, E, tgt_vocab)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     # -- encoder ---------------------------------------------------------------------------
     def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:

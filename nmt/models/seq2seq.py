@@ -21,6 +21,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.config import ModelConfig
 from nmt.models.base import EncoderOut, NMTModel, State
+from nmt.models.dropout import Dropout
 from nmt.models.registry import register
 
 
@@ -97,7 +98,7 @@ class Seq2Seq(NMTModel):
         self.decoder = make_rnn(cfg.rnn_type, E + ctx, H, L, cfg.dropout)
         self.out = DeepOutput(cfg.deep_output, H + (E + ctx if cfg.feed_context else 0), E,
                               tgt_vocab)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     # -- encoder ---------------------------------------------------------------------------
     def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:

@@ -22,6 +22,7 @@ from nmt.config import ModelConfig
 from nmt.errors import NmtError
 from nmt.models.attention import MultiHeadAttention, attend_mask
 from nmt.models.base import EncoderOut, NMTModel, State
+from nmt.models.dropout import Dropout
 from nmt.models.registry import register
 
 
@@ -59,7 +60,7 @@ class Positions(nn.Module):
 
 class FeedForward(nn.Sequential):
     def __init__(self, d: int, ff: int, dropout: float) -> None:
-        super().__init__(nn.Linear(d, ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff, d))
+        super().__init__(nn.Linear(d, ff), nn.ReLU(), Dropout(dropout), nn.Linear(ff, d))
 
 
 class Sublayers(nn.Module):
@@ -68,7 +69,7 @@ class Sublayers(nn.Module):
     def __init__(self, pre: bool, dropout: float) -> None:
         super().__init__()
         self.pre = pre
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def inp(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
         return norm(x) if self.pre else x
@@ -79,9 +80,10 @@ class Sublayers(nn.Module):
 
 
 class EncoderLayer(Sublayers):
-    def __init__(self, d: int, heads: int, ff: int, dropout: float, pre: bool) -> None:
+    def __init__(self, d: int, heads: int, ff: int, dropout: float, pre: bool,
+                 attn_dropout: float) -> None:
         super().__init__(pre, dropout)
-        self.self_attn = MultiHeadAttention(d, heads, dropout)
+        self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
         self.ff = FeedForward(d, ff, dropout)
         self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
 
@@ -92,10 +94,11 @@ class EncoderLayer(Sublayers):
 
 
 class DecoderLayer(Sublayers):
-    def __init__(self, d: int, heads: int, ff: int, dropout: float, pre: bool) -> None:
+    def __init__(self, d: int, heads: int, ff: int, dropout: float, pre: bool,
+                 attn_dropout: float) -> None:
         super().__init__(pre, dropout)
-        self.self_attn = MultiHeadAttention(d, heads, dropout)
-        self.cross_attn = MultiHeadAttention(d, heads, dropout)
+        self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
+        self.cross_attn = MultiHeadAttention(d, heads, attn_dropout)
         self.ff = FeedForward(d, ff, dropout)
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
 
@@ -127,14 +130,13 @@ class Transformer(NMTModel):
         self.src_emb = self.tgt_emb if cfg.tie_embeddings else nn.Embedding(
             src_vocab, d, padding_idx=self.pad_id)
         self.positions = Positions(cfg.positions, d, cfg.max_positions)
-        self.encoder = nn.ModuleList(EncoderLayer(d, cfg.heads, cfg.ff, cfg.dropout, pre)
-                                     for _ in range(L))
-        self.decoder = nn.ModuleList(DecoderLayer(d, cfg.heads, cfg.ff, cfg.dropout, pre)
-                                     for _ in range(L))
+        args = (d, cfg.heads, cfg.ff, cfg.dropout, pre, cfg.attention_dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(*args) for _ in range(L))
+        self.decoder = nn.ModuleList(DecoderLayer(*args) for _ in range(L))
         self.enc_norm = nn.LayerNorm(d) if pre else nn.Identity()
         self.dec_norm = nn.LayerNorm(d) if pre else nn.Identity()
         self.out = nn.Linear(d, tgt_vocab, bias=False)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self._init_weights()
         if cfg.tie_output:
             self.out.weight = self.tgt_emb.weight
