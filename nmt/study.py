@@ -1,7 +1,8 @@
 """`nmt study`: train several models on the same data and budget, compare BLEU by source length.
 
 A study YAML holds `base` (config sections shared by every model), `models` (name -> sections
-merged over the base) and `evaluate` (split and beam, the same for every model). The study directory
+merged over the base), `evaluate` (split and beam, the same for every model) and `parallel`
+(how many models train side by side, default 1). The study directory
 gets one run per model, their reports, and the joint report: study.json, study.md (the bucket table
 side by side) and bleu_by_length.png (Bahdanau et al. 2014, Fig. 2). Finished models are skipped,
 interrupted ones resumed, so rerunning a study continues it.
@@ -11,7 +12,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,14 +22,14 @@ import yaml
 
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, resolve
-from nmt.config import dump_yaml, from_dict
+from nmt.config import dump_yaml, from_dict, to_dict
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
 from nmt.report import bucket_table, plot_bleu_by_length
 
 log = logging.getLogger("nmt")
-STUDY_KEYS = {"name", "out", "base", "models", "evaluate"}
+STUDY_KEYS = {"name", "out", "base", "models", "evaluate", "parallel"}
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -54,6 +57,9 @@ def load_study(path: str | Path) -> dict:
                        f"{sorted(STUDY_KEYS)}")
     if not isinstance(raw.get("models"), dict) or not raw["models"]:
         raise NmtError(f"missing required key 'models' in {path} (name -> config sections)")
+    par = raw.get("parallel", 1)
+    if isinstance(par, bool) or not isinstance(par, int) or par < 1:
+        raise NmtError(f"'parallel' in {path} must be an integer >= 1, got {par!r}")
     ev = raw.get("evaluate") or {}
     if set(ev) - {"split", "beam"}:
         raise NmtError(f"unknown key in 'evaluate' of {path}; expected split and beam")
@@ -77,38 +83,55 @@ def _trained(run: Path, cfg_text: str) -> bool:
             and saved.read_text(encoding="utf-8") == cfg_text)
 
 
+def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> dict:
+    """One model of a study: train (or resume, or skip when done) and evaluate; its results."""
+    cfg = from_dict(cfg_dict, where)
+    pipeline.setup_logging()
+    run = Path(cfg.train.run_dir)
+    cfg_text = dump_yaml(cfg)
+    report = run / f"eval_{split}_beam{beam}"
+    if _trained(run, cfg_text):
+        log.info(f"study: {name} already trained in {run}, skipping training")
+    else:
+        started = time.time()
+        saved = run / "config.yaml"
+        resume = (saved.is_file() and saved.read_text(encoding="utf-8") == cfg_text
+                  and any(run.glob("checkpoints/step_*.pt")))
+        log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
+        pipeline.train(cfg, resume=resume, overwrite=not resume)
+        (run / "trained.json").write_text(json.dumps({"wall_seconds": time.time() - started}))
+        (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
+    if not (report / "scores.json").is_file():
+        log.info(f"study: evaluating {name} on {split} (beam {beam})")
+        pipeline.evaluate(str(run), split=split, beam=beam, report_dir=str(report),
+                          progress=False)
+    ck = load_checkpoint(resolve(run))
+    return {**load_scores(report), "params": ck["params"],
+            "train_seconds": ck["progress"]["train_seconds"]}
+
+
 def run_study(path: str, out: Optional[str] = None) -> Path:
     study = load_study(path)
     out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
     configs = model_configs(study, path, out_dir)  # every config is checked before any training
     ev = study.get("evaluate") or {}
     split, beam = ev.get("split", "test"), ev.get("beam", 1)
+    workers = int(study.get("parallel", 1))
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "configs").mkdir(exist_ok=True)
-    results: dict[str, dict] = {}
     for name, cfg in configs.items():
-        run = Path(cfg.train.run_dir)
-        cfg_text = dump_yaml(cfg)
-        (out_dir / "configs" / f"{name}.yaml").write_text(cfg_text, encoding="utf-8")
-        report = run / f"eval_{split}_beam{beam}"
-        if _trained(run, cfg_text):
-            log.info(f"study: {name} already trained in {run}, skipping training")
-        else:
-            started = time.time()
-            saved = run / "config.yaml"
-            resume = (saved.is_file() and saved.read_text(encoding="utf-8") == cfg_text
-                      and any(run.glob("checkpoints/step_*.pt")))
-            log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
-            pipeline.train(cfg, resume=resume, overwrite=not resume)
-            (run / "trained.json").write_text(json.dumps({"wall_seconds": time.time() - started}))
-            (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
-        if not (report / "scores.json").is_file():
-            log.info(f"study: evaluating {name} on {split} (beam {beam})")
-            pipeline.evaluate(str(run), split=split, beam=beam, report_dir=str(report),
-                              progress=False)
-        ck = load_checkpoint(resolve(run))
-        results[name] = {**load_scores(report), "params": ck["params"],
-                         "train_seconds": ck["progress"]["train_seconds"]}
+        (out_dir / "configs" / f"{name}.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+    jobs = {name: (name, to_dict(cfg), f"{path} (model '{name}')", split, beam)
+            for name, cfg in configs.items()}
+    if workers > 1:
+        # RNN training uses one core well and two poorly: on a small machine, models side by
+        # side (one thread each, train.threads) finish sooner than one after another.
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = {name: pool.submit(_train_and_evaluate, *job) for name, job in jobs.items()}
+            results = {name: f.result() for name, f in futures.items()}
+    else:
+        results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
     table = bucket_table(results)
     atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
     summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
