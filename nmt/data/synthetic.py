@@ -1,0 +1,416 @@
+"""The built-in synthetic parallel corpus: a seeded toy language pair that behaves like translation.
+
+The source language is SVO with determiners and adjectives before the noun; the target language is
+verb-final, puts adjectives after the noun and marks agreement on function words. A translation is
+a mostly word-for-word mapping plus reordering and agreement, which an attention model learns in a
+few hundred steps, while a fixed-vector encoder has to squeeze a whole long sentence into one
+vector. The target vocabulary is about as small as the source's (agreement lives on 16 function
+words, not on every content word), so a word-level vocabulary learns fast.
+
+    source: le  vulo dimol ko  ne  peno  un tovun      beno les    ragu sur tis      tovun
+            the big  dog   who not chase a  cat        sees the.PL box  on  these    cat
+    target: fiju zejo ha    thu chochu jazu fuyi  cha    yuwi ho    chochu jazu ye    fi fuze sha
+            dog  big  the.a who cat(2 words) chase NEG.a box  the.d cat         DEM.b on see  AUX.a
+
+(a-d: the agreement class, masculine/feminine x singular/plural: `dimol` is masculine singular.)
+
+Rules (each makes target position j depend on source positions far from j):
+- clauses are S V O [PP] in the source and S O [PP] V AUX in the target, also inside relative
+  clauses; AUX agrees with the subject (with the head noun in a relative clause) and is negative
+  when `ne` precedes the source verb; a preposition becomes a postposition;
+- `det adj1 adj2 noun` becomes `noun adj2 adj1 det`: the determiner agrees with the noun's gender
+  (a lexical property of the target noun) and number (from the source determiner); the
+  indefinite article has no translation;
+- one-to-many: some nouns become two-word compounds, some verbs a noun + light-verb pair;
+  many-to-one: a verb followed by a particle (`V ap`) is an idiom with its own target verb;
+- sentences chain clauses with `en` (and), `mas` (but) or a subordinator (`por`, `kan`, `si`,
+  `dum`); coordinators stay between clauses, subordinators move to the end of their clause.
+
+Content words (`SyntheticConfig.lexicon` of them: 45% nouns, 30% verbs, 25% adjectives) are
+made-up strings with Zipfian frequencies, built from disjoint consonant inventories so that no
+target word is ever a copy of a source word. Every source sentence has exactly one parse (verb
+transitivity is lexical, relative clauses do not nest and carry no PP), so the target is a function
+of the source and BLEU 100 is reachable.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import tempfile
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import accumulate
+from pathlib import Path
+from typing import Iterable, Optional
+
+from nmt.config import SyntheticConfig
+from nmt.errors import NmtError
+
+VERSION = 1   # bump whenever the generated text changes, so cached corpora can be told apart
+
+SG, PL = 0, 1
+DEF, INDEF, DEM = 0, 1, 2
+
+# ----------------------------------------------------------------------------------------------
+# Function words. Source words use only the letters below; every target word contains one of
+# f h j w y z, so the two vocabularies are disjoint.
+
+SRC_ONSETS = "b d g k l m n p r s t v".split()
+SRC_CODAS = ["", "", "", "n", "r", "s", "l", "m"]
+TGT_ONSETS = "f h j w y z sh ch th".split()
+VOWELS = "a e i o u".split()
+
+# The target marks agreement class 2 * gender + number with a vowel on two function words.
+AGR_VOWELS = "a e i o".split()
+SRC_DET = {DEF: ("le", "les"), INDEF: ("un", "dus"), DEM: ("ti", "tis")}  # [kind][number]
+TGT_DET = {DEF: tuple("h" + v for v in AGR_VOWELS), DEM: tuple("y" + v for v in AGR_VOWELS),
+           INDEF: None}                                                      # [kind][agreement]
+TGT_AUX = {neg: tuple(c + v for v in AGR_VOWELS)                   # [negated][agreement]
+           for neg, c in ((False, "sh"), (True, "ch"))}
+SRC_REL, TGT_REL = "ko", "thu"
+SRC_NEG = "ne"
+PREPOSITIONS = [("in", "fa"), ("sur", "fi"), ("kon", "fo"), ("ad", "fu"), ("de", "fe")]
+PARTICLES = ["ap", "ot", "bi"]
+# (source, target, is_subordinator): subordinators close their clause in the target
+LINKS = [("en", "zu", False), ("mas", "za", False), ("por", "jeze", True),
+         ("kan", "jafu", True), ("si", "zi", True), ("dum", "jewa", True)]
+LINK_WEIGHTS = [40, 15, 15, 12, 10, 8]
+
+RESERVED = ({w for forms in (*SRC_DET.values(), *TGT_DET.values(), *TGT_AUX.values()) if forms
+             for w in forms}
+            | {SRC_REL, TGT_REL, SRC_NEG} | {w for p in PREPOSITIONS for w in p}
+            | set(PARTICLES) | {w for s, t, _ in LINKS for w in (s, t)})
+
+# Shares of the lexicon and rates of the optional constructions.
+NOUN_SHARE, VERB_SHARE = 0.45, 0.30
+COMPOUND_RATE = 0.10      # nouns that become two target words
+LIGHT_VERB_RATE = 0.15    # verbs that become incorporated noun + light verb
+IDIOM_RATE = 0.17         # verbs that also form a `verb particle` idiom
+TRANSITIVE_RATE = 0.65
+
+
+# ----------------------------------------------------------------------------------------------
+# Lexicon
+
+@dataclass(frozen=True)
+class Noun:
+    src: str
+    gender: int                  # lexical, visible only through agreement
+    tgt: tuple[str, ...]         # one word or a two-word compound
+
+
+@dataclass(frozen=True)
+class Adjective:
+    src: str
+    tgt: str
+
+
+@dataclass(frozen=True)
+class Verb:
+    src: tuple[str, ...]         # one word, or an idiom `verb particle`
+    transitive: bool
+    tgt: tuple[str, ...]         # one word, or incorporated noun + light verb
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """Entries in Zipf rank order (index 0 is the most frequent)."""
+    nouns: tuple[Noun, ...]
+    adjectives: tuple[Adjective, ...]
+    verbs: tuple[Verb, ...]
+
+
+def _subseed(*parts: object) -> int:
+    """A seed that depends only on `parts` (stable across processes, unlike hash())."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+class _WordMaker:
+    """Fresh made-up words; no word is ever produced twice."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.used = set(RESERVED)
+
+    def _fresh(self, make, syllables: int) -> str:
+        for attempt in range(10_000):
+            word = make(syllables + attempt // 50)   # lengthen words once short ones run out
+            if word not in self.used:
+                self.used.add(word)
+                return word
+        raise AssertionError("unreachable: the word space grows with length")
+
+    def source(self, syllables: int) -> str:
+        r = self.rng
+        return self._fresh(lambda k: "".join(r.choice(SRC_ONSETS) + r.choice(VOWELS)
+                                             for _ in range(k)) + r.choice(SRC_CODAS), syllables)
+
+    def target(self, syllables: int) -> str:
+        r = self.rng
+        return self._fresh(lambda k: "".join(r.choice(TGT_ONSETS) + r.choice(VOWELS)
+                                             for _ in range(k)), syllables)
+
+
+@lru_cache(maxsize=8)
+def build_lexicon(seed: int, size: int) -> Lexicon:
+    """The lexicon of `size` source content words; depends only on (seed, size)."""
+    if size < 20:
+        raise NmtError(f"synthetic lexicon needs at least 20 words, got {size}")
+    rng = random.Random(_subseed("lexicon", seed, size))
+    words = _WordMaker(rng)
+    n_noun, n_verb = round(size * NOUN_SHARE), round(size * VERB_SHARE)
+    n_adj = size - n_noun - n_verb
+
+    def syllables(rank: int, n: int) -> int:   # frequent words are short
+        return 2 if rank < n // 3 else rng.choice((2, 3))
+
+    def one_or_two(rank: int, n: int, rate: float) -> tuple[str, ...]:
+        first = (words.target(2),) if rng.random() < rate else ()
+        return first + (words.target(syllables(rank, n)),)
+
+    nouns = [Noun(words.source(syllables(r, n_noun)), rng.randrange(2),
+                  one_or_two(r, n_noun, COMPOUND_RATE)) for r in range(n_noun)]
+    adjectives = [Adjective(words.source(syllables(r, n_adj)), words.target(syllables(r, n_adj)))
+                  for r in range(n_adj)]
+    light = words.target(2)   # the light verb "do": `swim` -> `swim-noun do`
+    verbs = []
+    for r in range(n_verb):
+        # rank 0 transitive, rank 1 intransitive: short sentences always have a verb that fits
+        transitive = r == 0 or (r > 1 and rng.random() < TRANSITIVE_RATE)
+        tgt = ((words.target(2), light) if r > 1 and rng.random() < LIGHT_VERB_RATE
+               else (words.target(syllables(r, n_verb)),))
+        verbs.append(Verb((words.source(syllables(r, n_verb)),), transitive, tgt))
+    for base in [v for v in verbs[2:] if rng.random() < IDIOM_RATE]:
+        idiom = Verb((base.src[0], rng.choice(PARTICLES)), rng.random() < TRANSITIVE_RATE,
+                     (words.target(3),))
+        verbs.insert(rng.randrange(2, len(verbs) + 1), idiom)
+    return Lexicon(tuple(nouns), tuple(adjectives), tuple(verbs))
+
+
+# ----------------------------------------------------------------------------------------------
+# Sentence structure and its two renderings
+
+@dataclass
+class NP:
+    noun: int
+    number: int = SG
+    det: int = DEF
+    adjs: tuple[int, ...] = ()
+    rel: Optional["Clause"] = None     # subject relative clause: this NP is its subject
+
+
+@dataclass
+class Clause:
+    verb: int
+    subj: Optional[NP] = None          # None inside a relative clause
+    obj: Optional[NP] = None
+    neg: bool = False
+    pp: Optional[tuple[int, NP]] = None   # (preposition index, NP)
+
+
+def _src_np(np: NP, lex: Lexicon, out: list[str]) -> None:
+    out.append(SRC_DET[np.det][np.number])
+    out.extend(lex.adjectives[a].src for a in np.adjs)
+    out.append(lex.nouns[np.noun].src)
+    if np.rel is not None:
+        out.append(SRC_REL)
+        _src_vp(np.rel, lex, out)
+
+
+def _src_vp(c: Clause, lex: Lexicon, out: list[str]) -> None:
+    if c.neg:
+        out.append(SRC_NEG)
+    out.extend(lex.verbs[c.verb].src)
+    if c.obj is not None:
+        _src_np(c.obj, lex, out)
+    if c.pp is not None:
+        out.append(PREPOSITIONS[c.pp[0]][0])
+        _src_np(c.pp[1], lex, out)
+
+
+def _tgt_np(np: NP, lex: Lexicon, out: list[str]) -> int:
+    """Append the target NP; return its agreement class 2*gender+number."""
+    noun = lex.nouns[np.noun]
+    agr = 2 * noun.gender + np.number
+    out.extend(noun.tgt)
+    out.extend(lex.adjectives[a].tgt for a in reversed(np.adjs))
+    if TGT_DET[np.det]:            # the indefinite article has no translation
+        out.append(TGT_DET[np.det][agr])
+    if np.rel is not None:
+        out.append(TGT_REL)
+        _tgt_vp(np.rel, agr, lex, out)
+    return agr
+
+
+def _tgt_vp(c: Clause, agr: int, lex: Lexicon, out: list[str]) -> None:
+    if c.obj is not None:
+        _tgt_np(c.obj, lex, out)
+    if c.pp is not None:
+        _tgt_np(c.pp[1], lex, out)
+        out.append(PREPOSITIONS[c.pp[0]][1])
+    out.extend(lex.verbs[c.verb].tgt)
+    out.append(TGT_AUX[c.neg][agr])
+
+
+def render_clause(c: Clause, lex: Lexicon) -> tuple[list[str], list[str]]:
+    """Source and target tokens of a main clause."""
+    assert c.subj is not None, "a main clause has a subject"
+    src: list[str] = []
+    _src_np(c.subj, lex, src)
+    _src_vp(c, lex, src)
+    tgt: list[str] = []
+    _tgt_vp(c, _tgt_np(c.subj, lex, tgt), lex, tgt)
+    return src, tgt
+
+
+# ----------------------------------------------------------------------------------------------
+# Sampling
+
+P_DET = list(accumulate([50, 35, 15]))          # def, indef, dem
+P_PLURAL = 0.4
+P_ADJS = list(accumulate([55, 33, 12]))         # 0, 1, 2 adjectives
+P_NEG, P_PP = 0.15, 0.3
+P_REL_SUBJ, P_REL_OBJ = 0.15, 0.2
+
+
+class _Zipf:
+    """Draws index r with probability proportional to 1 / (r + 1)."""
+
+    def __init__(self, n: int) -> None:
+        self.cum = list(accumulate(1.0 / (r + 1) for r in range(n)))
+
+    def draw(self, rng: random.Random) -> int:
+        return min(bisect_right(self.cum, rng.random() * self.cum[-1]), len(self.cum) - 1)
+
+
+class _Grammar:
+    """Builds random clauses whose source side fits a word budget."""
+
+    def __init__(self, lex: Lexicon) -> None:
+        self.lex = lex
+        self.nouns, self.adjs = _Zipf(len(lex.nouns)), _Zipf(len(lex.adjectives))
+        self.verbs, self.preps = _Zipf(len(lex.verbs)), _Zipf(len(PREPOSITIONS))
+        self.links = list(accumulate(LINK_WEIGHTS))
+        # source words a verb needs: itself (+ particle) and a minimal object
+        self.cost = [len(v.src) + 2 * v.transitive for v in lex.verbs]
+        self.cheapest = min(range(len(lex.verbs)), key=lambda i: (self.cost[i], i))
+
+    def verb(self, rng: random.Random, room: int) -> int:
+        for _ in range(8):
+            v = self.verbs.draw(rng)
+            if self.cost[v] <= room:
+                return v
+        return self.cheapest
+
+    def np(self, rng: random.Random, room: int) -> NP:
+        """A bare NP (2 words) plus as many sampled adjectives as fit in `room` - 2."""
+        det = bisect_right(P_DET, rng.random() * P_DET[-1])
+        n_adj = min(bisect_right(P_ADJS, rng.random() * P_ADJS[-1]), max(room - 2, 0))
+        return NP(self.nouns.draw(rng), PL if rng.random() < P_PLURAL else SG, det,
+                  tuple(self.adjs.draw(rng) for _ in range(n_adj)))
+
+    def vp(self, rng: random.Random, room: int, main: bool) -> tuple[Clause, int]:
+        """A verb phrase of at most `room` source words (room >= 1); returns it and its length."""
+        c = Clause(self.verb(rng, room))
+        used = len(self.lex.verbs[c.verb].src)
+        if self.lex.verbs[c.verb].transitive:
+            c.obj = self.np(rng, room - used)
+            used += 2 + len(c.obj.adjs)
+        if used < room and rng.random() < P_NEG:
+            c.neg, used = True, used + 1
+        if main and room - used >= 3 and rng.random() < P_PP:
+            prep, np = self.preps.draw(rng), self.np(rng, room - used - 1)
+            c.pp, used = (prep, np), used + 3 + len(np.adjs)
+        if c.obj is not None:
+            used += self.relative(rng, c.obj, room - used, P_REL_OBJ if main else 0.0)
+        return c, used
+
+    def relative(self, rng: random.Random, np: NP, room: int, p: float) -> int:
+        """Maybe attach a relative clause (no deeper nesting); returns the words it adds."""
+        if room < 2 or rng.random() >= p:
+            return 0
+        np.rel, used = self.vp(rng, room - 1, main=False)
+        return 1 + used
+
+    def clause(self, rng: random.Random, room: int) -> Clause:
+        """A main clause of at most max(room, 3) source words."""
+        room = max(room, 3)
+        subj = self.np(rng, room - 1)   # leave the verb one word
+        c, used = self.vp(rng, room - 2 - len(subj.adjs), main=True)
+        c.subj = subj
+        self.relative(rng, subj, room - used - 2 - len(subj.adjs), P_REL_SUBJ)
+        return c
+
+    def sentence(self, rng: random.Random, length: int) -> tuple[list[str], list[str]]:
+        """Clauses joined by links until the next one would not fit in `length` words."""
+        src, tgt = render_clause(self.clause(rng, length), self.lex)
+        while length - len(src) - 1 >= 3:
+            s, t = render_clause(self.clause(rng, length - len(src) - 1), self.lex)
+            link_src, link_tgt, closes = LINKS[bisect_right(self.links,
+                                                            rng.random() * self.links[-1])]
+            src += [link_src] + s
+            tgt += t + [link_tgt] if closes else [link_tgt] + t
+        return src, tgt
+
+
+def _length(rng: random.Random, cfg: SyntheticConfig) -> int:
+    """Target source length: uniform over the short half or (long_fraction) the long half."""
+    lo, hi = max(cfg.min_words, 3), cfg.max_words
+    mid = (lo + hi + 1) // 2
+    if rng.random() < cfg.long_fraction:
+        return rng.randint(mid, hi)
+    return rng.randint(lo, max(lo, mid - 1))
+
+
+# ----------------------------------------------------------------------------------------------
+# Public API
+
+def generate(cfg: SyntheticConfig, split: str, n: int) -> list[tuple[str, str]]:
+    """`n` (source, target) pairs of `split`; each split has its own seed derived from cfg.seed."""
+    if cfg.min_words > cfg.max_words:
+        raise NmtError(f"synthetic min_words ({cfg.min_words}) exceeds max_words "
+                       f"({cfg.max_words})")
+    if cfg.max_words < 3:
+        raise NmtError(f"synthetic max_words must be >= 3 (the shortest sentence), "
+                       f"got {cfg.max_words}")
+    if n < 0:
+        raise NmtError(f"cannot generate a negative number of pairs ({n})")
+    grammar = _Grammar(build_lexicon(cfg.seed, cfg.lexicon))
+    rng = random.Random(_subseed("split", cfg.seed, split))
+    pairs = []
+    while len(pairs) < n:
+        src, tgt = grammar.sentence(rng, _length(rng, cfg))
+        if len(src) >= cfg.min_words:   # rare misses of a tight length window are redrawn
+            pairs.append((" ".join(src), " ".join(tgt)))
+    return pairs
+
+
+def _write_lines(path: Path, lines: Iterable[str]) -> None:
+    """Write atomically: a reader never sees a half-written file."""
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.writelines(line + "\n" for line in lines)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_corpus(out_dir: str | Path, cfg: SyntheticConfig, src_lang: str = "src",
+                 tgt_lang: str = "tgt") -> dict[str, int]:
+    """Write line-aligned `{train,valid,test}.{src_lang,tgt_lang}`; return {split: pairs}."""
+    if src_lang == tgt_lang:
+        raise NmtError(f"source and target language keys must differ, both are {src_lang!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for split, n in (("train", cfg.train), ("valid", cfg.valid), ("test", cfg.test)):
+        pairs = generate(cfg, split, n)
+        _write_lines(out / f"{split}.{src_lang}", (s for s, _ in pairs))
+        _write_lines(out / f"{split}.{tgt_lang}", (t for _, t in pairs))
+        counts[split] = len(pairs)
+    return counts
