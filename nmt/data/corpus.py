@@ -154,7 +154,8 @@ def synthetic_dir(cfg: DataConfig) -> Path:
     """Where the built-in corpus for these settings is cached (generated on first use)."""
     from nmt.data import synthetic
 
-    key = json.dumps(asdict(cfg.synthetic), sort_keys=True) + cfg.src_lang + cfg.tgt_lang
+    key = (json.dumps(asdict(cfg.synthetic), sort_keys=True) + cfg.src_lang + cfg.tgt_lang
+           + f"v{synthetic.VERSION}")  # a new generator version never reuses an old corpus
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     root = Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt"))
     out = root / "synthetic" / digest
