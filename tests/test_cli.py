@@ -424,3 +424,22 @@ def test_study_unknown_top_level_key_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("nmt: error:") and "'epochs'" in err and "\n" not in err
     assert not (tmp_path / "s").exists()
+
+
+def test_parallel_study_trains_side_by_side_to_the_same_results(study, tmp_path):
+    _, sequential = study
+    path = write_study(tmp_path / "study.yaml", parallel=2)
+    out = tmp_path / "out"
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    got = json.loads((out / "study.json").read_text())
+    want = json.loads((sequential / "study.json").read_text())
+    assert list(got) == list(want) == ["seq2seq", "rnnsearch"]
+    for name in got:  # same seed, data and steps: the same model, whichever process trained it
+        assert got[name]["bleu"] == want[name]["bleu"]
+        assert got[name]["params"] == want[name]["params"]
+
+
+def test_study_parallel_must_be_a_positive_integer(tmp_path, capsys):
+    path = write_study(tmp_path / "study.yaml", parallel=0)
+    assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 2
+    assert "'parallel'" in capsys.readouterr().err
