@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "models already trained in the study directory are skipped.")
     s.add_argument("study", help="study YAML (e.g. configs/study/quick.yaml)")
     s.add_argument("--out", help="study directory (default: the study's out key)")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key for every model, e.g. --set train.max_minutes=5")
 
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
@@ -194,7 +196,7 @@ def cmd_study(a: argparse.Namespace) -> int:
     from nmt.study import run_study
 
     pipeline.setup_logging()
-    out = run_study(a.study, a.out)
+    out = run_study(a.study, a.out, a.set)
     print(f"study report: {out}")
     return 0
 

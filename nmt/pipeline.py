@@ -30,6 +30,9 @@ log = logging.getLogger("nmt")
 COMPARED_SECTIONS = ("data", "vocab", "model")
 
 
+LOG_TAG = ""  # set per process by `nmt study` when models train side by side
+
+
 def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
     root = logging.getLogger("nmt")
     root.setLevel(logging.INFO if rank == 0 else logging.WARNING)
@@ -37,7 +40,8 @@ def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
         if getattr(h, "_nmt", False):
             root.removeHandler(h)
             h.close()
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
+    tag = f"[{LOG_TAG}] " if LOG_TAG else ""
+    fmt = logging.Formatter(f"%(asctime)s %(levelname)s {tag}%(message)s", "%H:%M:%S")
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if run_dir is not None and rank == 0:
         handlers.append(logging.FileHandler(run_dir / "train.log", encoding="utf-8"))

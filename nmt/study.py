@@ -22,7 +22,7 @@ import yaml
 
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, resolve
-from nmt.config import dump_yaml, from_dict, to_dict
+from nmt.config import apply_overrides, dump_yaml, from_dict, to_dict
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
@@ -66,11 +66,13 @@ def load_study(path: str | Path) -> dict:
     return raw
 
 
-def model_configs(study: dict, path: str, out: Path) -> dict[str, Any]:
-    """Each model's validated Config: base merged with its overrides, run_dir inside the study."""
+def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()
+                  ) -> dict[str, Any]:
+    """Each model's validated Config: base merged with its overrides (then --set), run_dir
+    inside the study."""
     configs = {}
     for name, over in study["models"].items():
-        raw = _merge(study.get("base") or {}, over or {})
+        raw = apply_overrides(_merge(study.get("base") or {}, over or {}), list(overrides))
         raw.setdefault("train", {})["run_dir"] = str(out / name)
         configs[name] = from_dict(raw, f"{path} (model '{name}')")
     return configs
@@ -86,6 +88,7 @@ def _trained(run: Path, cfg_text: str) -> bool:
 def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> dict:
     """One model of a study: train (or resume, or skip when done) and evaluate; its results."""
     cfg = from_dict(cfg_dict, where)
+    pipeline.LOG_TAG = name
     pipeline.setup_logging()
     run = Path(cfg.train.run_dir)
     cfg_text = dump_yaml(cfg)
@@ -110,10 +113,11 @@ def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam:
             "train_seconds": ck["progress"]["train_seconds"]}
 
 
-def run_study(path: str, out: Optional[str] = None) -> Path:
+def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -> Path:
     study = load_study(path)
     out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
-    configs = model_configs(study, path, out_dir)  # every config is checked before any training
+    # every config is checked before any training
+    configs = model_configs(study, path, out_dir, overrides)
     ev = study.get("evaluate") or {}
     split, beam = ev.get("split", "test"), ev.get("beam", 1)
     workers = int(study.get("parallel", 1))
