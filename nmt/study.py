@@ -108,7 +108,7 @@ def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam:
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
         pipeline.evaluate(str(run), split=split, beam=beam, report_dir=str(report),
                           progress=False)
-    ck = load_checkpoint(resolve(run))
+    ck = load_checkpoint(resolve(run, prefer="latest"))  # the time of the whole run
     return {**load_scores(report), "params": ck["params"],
             "train_seconds": ck["progress"]["train_seconds"]}
 
@@ -132,8 +132,10 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
         # side (one thread each, train.threads) finish sooner than one after another.
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {name: pool.submit(_train_and_evaluate, *job) for name, job in jobs.items()}
-            results = {name: f.result() for name, f in futures.items()}
+            # Longest budgets first, so the slowest model does not start last.
+            order = sorted(jobs, key=lambda n: -configs[n].train.max_minutes)
+            futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
+            results = {name: futures[name].result() for name in jobs}
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
     table = bucket_table(results)

@@ -177,6 +177,7 @@ class Trainer:
         self.autocast = autocast_for(self.tc.precision, self.device)
         self.p = Progress()
         self.stop_reason: Optional[str] = None
+        self._clock = time.time()
         self._signal: Optional[str] = None
         self.main = dist.rank == 0
         self.metrics_path = run_dir / "metrics.jsonl"
@@ -204,6 +205,7 @@ class Trainer:
         return self.tc.early_stop_metric != "loss"
 
     def checkpoint_payload(self) -> dict:
+        self._tick()
         return {"config": to_dict(self.cfg), "model": model_payload(self.net),
                 "optimizer": self.opt.state_dict(), "schedule": self.sched.state_dict(),
                 "scaler": self.scaler.state_dict(), "progress": vars(self.p).copy(),
@@ -309,11 +311,18 @@ class Trainer:
         return row
 
     # ---------------------------------------------------------------- the loop
-    def _limits_reached(self, started: float) -> Optional[str]:
+    def _tick(self) -> None:
+        """Move wall-clock time since the last tick into progress (so checkpoints carry it)."""
+        now = time.time()
+        self.p.train_seconds += now - self._clock
+        self._clock = now
+
+    def _limits_reached(self) -> Optional[str]:
         tc = self.tc
         if tc.max_steps and self.p.step >= tc.max_steps:
             return f"reached max_steps={tc.max_steps}"
-        if tc.max_minutes and (self.p.train_seconds + time.time() - started) / 60 >= tc.max_minutes:
+        self._tick()
+        if tc.max_minutes and self.p.train_seconds / 60 >= tc.max_minutes:
             return f"reached max_minutes={tc.max_minutes:g}"
         return None
 
@@ -347,7 +356,7 @@ class Trainer:
     def train(self) -> Progress:
         tc = self.tc
         old_handlers = self._install_signals()
-        started = time.time()
+        self._clock = time.time()
         last_valid_step = self.p.step if self.p.history else -1
         log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0
         bad_run = oom_run = 0
@@ -412,7 +421,7 @@ class Trainer:
                     if self.p.step % tc.valid_every == 0:
                         self._validate_and_checkpoint()
                         last_valid_step = self.p.step
-                    reason = self._limits_reached(started)
+                    reason = self._limits_reached()
                     if self._signal:
                         reason = f"interrupted by {self._signal}"
                     # Ranks must stop together: any rank's limit or signal stops all of them.
@@ -425,8 +434,7 @@ class Trainer:
                 if self.stop_reason is None:
                     self.p.epoch += 1
                     self.p.batch_in_epoch = 0
-            self.p.train_seconds += time.time() - started
-            started = time.time()
+            self._tick()
             if self._signal or (self.stop_reason or "").startswith("stopped by"):
                 self.save()  # interrupted: keep the work, skip the (slow) validation
             elif last_valid_step != self.p.step:
