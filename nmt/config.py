@@ -340,6 +340,9 @@ def _read_yaml(path: Path) -> dict:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if isinstance(e, yaml.constructor.ConstructorError):  # e.g. !!python/object: never run
+            raise NmtError(f"YAML tag not allowed in {path}{at}: {problem} (configs are plain "
+                           f"YAML; nothing was run)") from None
         raise NmtError(f"YAML syntax error in {path}{at}: {problem}") from None
     if raw is None:
         raw = {}

@@ -521,7 +521,7 @@ def test_config_with_a_python_tag_is_refused_and_runs_nothing(tmp_path, capsys, 
     path = tmp_path / "evil.yaml"
     path.write_text(f"data: {{source: synthetic}}\nmodel: {{arch: {tag.format(m=marker)}}}\n")
     line = fails(capsys, "train", path)
-    assert line.startswith(f"nmt: error: YAML syntax error in {path} at line 2")
+    assert line.startswith(f"nmt: error: YAML tag not allowed in {path} at line 2")
     assert "could not determine a constructor for the tag" in line
     line = fails(capsys, "train", write_config(tmp_path), "--set",
                  f"model.arch={tag.format(m=marker)}")
