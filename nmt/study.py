@@ -133,7 +133,8 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             # Longest budgets first, so the slowest model does not start last.
-            order = sorted(jobs, key=lambda n: -configs[n].train.max_minutes)
+            order = sorted(jobs, key=lambda n: (-configs[n].train.max_minutes,
+                                                -configs[n].train.max_steps))
             futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
             results = {name: futures[name].result() for name in jobs}
     else:
