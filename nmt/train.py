@@ -310,6 +310,31 @@ class Trainer:
             row.update(self.score_fn(self.model))
         return row
 
+    def _skipped(self, out: Optional[dict]) -> bool:
+        """Count a skipped step (non-finite loss, or CUDA out of memory); after
+        `max_bad_steps` of one kind in a row, stop with a clear error instead of going on."""
+        if out is not None and "oom" not in out:
+            self._runs = {"nan": 0, "oom": 0}
+            return False
+        kind = "nan" if out is None else "oom"
+        self._runs[kind] += 1
+        n, step = self._runs[kind], self.p.step + 1
+        if kind == "nan":
+            self.p.bad_steps_total += 1
+            log.warning(f"non-finite loss at step {step}: step skipped ({n} in a row, "
+                        f"{self.p.bad_steps_total} in total)")
+            if n >= self.tc.max_bad_steps:
+                raise NmtError(f"training diverged: {n} consecutive steps with a non-finite loss "
+                               f"at step {step}; lower 'train.lr' or use 'train.precision: fp32'")
+        else:
+            log.warning(f"out of memory on a batch of {out['tokens']} padded tokens at step "
+                        f"{step}: batch skipped")
+            if n >= self.tc.max_bad_steps:
+                raise NmtError(f"out of memory on {n} batches in a row: lower 'data.batch_tokens' "
+                               f"(now {self.cfg.data.batch_tokens}) or use 'train.accum_steps' "
+                               f"for the same batch size")
+        return True
+
     # ---------------------------------------------------------------- the loop
     def _tick(self) -> None:
         """Move wall-clock time since the last tick into progress (so checkpoints carry it)."""
@@ -359,7 +384,7 @@ class Trainer:
         self._clock = time.time()
         last_valid_step = self.p.step if self.p.history else -1
         log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0
-        bad_run = oom_run = 0
+        self._runs = {"nan": 0, "oom": 0}
         try:
             while self.stop_reason is None:
                 if tc.max_epochs and self.p.epoch >= tc.max_epochs:
@@ -375,27 +400,8 @@ class Trainer:
                     out = self.train_step(data)
                     self.p.batch_in_epoch += len(group)
                     bar.update(len(group))
-                    if out is not None and out.get("oom"):
-                        oom_run += 1
-                        log.warning(f"out of memory on a batch of {out['tokens']} padded tokens "
-                                    f"at step {self.p.step + 1}: batch skipped")
-                        if oom_run >= tc.max_bad_steps:
-                            raise NmtError(f"out of memory on {oom_run} batches in a row: lower "
-                                           f"'data.batch_tokens' (now {self.cfg.data.batch_tokens})"
-                                           f" or use 'train.accum_steps' for the same batch size")
+                    if self._skipped(out):
                         continue
-                    oom_run = 0
-                    if out is None:
-                        bad_run += 1
-                        self.p.bad_steps_total += 1
-                        log.warning(f"non-finite loss at step {self.p.step + 1}: step skipped "
-                                    f"({bad_run} in a row, {self.p.bad_steps_total} in total)")
-                        if bad_run >= tc.max_bad_steps:
-                            raise NmtError(f"training diverged: {bad_run} consecutive steps with "
-                                           f"a non-finite loss at step {self.p.step + 1}; lower "
-                                           f"'train.lr' or use 'train.precision: fp32'")
-                        continue
-                    bad_run = 0
                     self.p.step += 1
                     ntok = sum(b.n_tokens for b in data)
                     log_tok += ntok
