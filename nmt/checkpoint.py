@@ -7,11 +7,10 @@ stored, which is what lets `torch.load(..., weights_only=True)` refuse anything 
 from __future__ import annotations
 
 import errno
-import os
 import pickle
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 

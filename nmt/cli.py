@@ -6,14 +6,11 @@ one line `nmt: error: ...` and exit with code 2; only bugs show a traceback.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Optional
 
 from nmt.errors import NmtError
-
-log = logging.getLogger("nmt")
 
 
 def _ints(text: str) -> list[int]:

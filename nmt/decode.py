@@ -27,7 +27,7 @@ from nmt.config import DecodeConfig
 from nmt.errors import NmtError
 
 if TYPE_CHECKING:
-    from nmt.models.base import NMTModel, State
+    from nmt.models.base import NMTModel
 
 NEG_INF = float("-inf")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 
-from conftest import REPO, SHARED, make_config, tiny_pairs
+from conftest import REPO, make_config, tiny_pairs
 from nmt.config import DataConfig, VocabConfig, load_config
 from nmt.data import corpus
 from nmt.data import synthetic

@@ -41,7 +41,7 @@ class Batch:
         return 1.0 - (self.n_tokens + self.n_src_tokens) / max(self.n_slots, 1)
 
     def to(self, device: torch.device | str) -> "Batch":
-        nb = device != "cpu" and str(device) != "cpu"
+        nb = str(device) != "cpu"  # non_blocking copies only help towards a GPU
         return Batch(self.src.to(device, non_blocking=nb), self.src_mask.to(device, non_blocking=nb),
                      self.tgt_in.to(device, non_blocking=nb), self.tgt_out.to(device, non_blocking=nb),
                      self.n_tokens, self.n_src_tokens, self.n_slots)

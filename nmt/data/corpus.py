@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -17,7 +16,6 @@ from typing import Any
 from nmt.config import DataConfig
 from nmt.errors import NmtError
 
-log = logging.getLogger("nmt")
 Pairs = tuple[list[str], list[str]]
 
 

@@ -6,7 +6,6 @@ Special ids are fixed project-wide: PAD=0, UNK=1, BOS=2, EOS=3. Source sequences
 from __future__ import annotations
 
 import io
-import logging
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -16,7 +15,6 @@ from nmt.config import VocabConfig
 from nmt.errors import NmtError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
-log = logging.getLogger("nmt")
 
 
 def _train_proto(lines: Iterable[str], cfg: VocabConfig, seed: int) -> bytes:

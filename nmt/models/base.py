@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import torch
 from torch import Tensor, nn
 
 from nmt.errors import NmtError
