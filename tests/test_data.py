@@ -145,6 +145,12 @@ def test_tsv_line_with_three_columns_is_named(tmp_path):
     assert "found 3" in str(e.value)
 
 
+def test_tsv_carriage_return_inside_a_line_does_not_split_the_pair(tmp_path):
+    (tmp_path / "train.tsv").write_bytes("eins\rzwei\tone\rtwo\ndrei\tthree\n".encode())
+    assert load_split(local(tmp_path, format="tsv"), "train") == (
+        ["eins\rzwei", "drei"], ["one\rtwo", "three"])
+
+
 def write_jsonl(path: Path, rows: list) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
 
@@ -165,6 +171,28 @@ def test_jsonl_missing_language_key_names_file_and_line(tmp_path):
         load_split(local(tmp_path, format="jsonl"), "train")
     assert str(e.value).startswith(f"{tmp_path / 'train.jsonl'}, line 3:")
     assert "'en'" in str(e.value)
+
+
+def test_jsonl_translation_that_is_not_a_mapping_names_the_line(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", [{"translation": {"de": "a", "en": "b"}},
+                                           {"translation": "a b"}])
+    with pytest.raises(NmtError) as e:
+        load_split(local(tmp_path, format="jsonl"), "train")
+    assert str(e.value).startswith(f"{tmp_path / 'train.jsonl'}, line 2: expected language keys")
+
+
+def test_jsonl_non_text_sentence_names_the_line(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", [{"de": "zwei", "en": "two"}, {"de": 2016, "en": "x"}])
+    with pytest.raises(NmtError) as e:
+        load_split(local(tmp_path, format="jsonl"), "train")
+    assert str(e.value).startswith(f"{tmp_path / 'train.jsonl'}, line 2: expected text for 'de'")
+
+
+def test_jsonl_line_that_is_not_an_object_names_the_line(tmp_path):
+    (tmp_path / "train.jsonl").write_text('{"de": "a", "en": "b"}\n["a", "b"]\n')
+    with pytest.raises(NmtError, match="expected a JSON object") as e:
+        load_split(local(tmp_path, format="jsonl"), "train")
+    assert str(e.value).startswith(f"{tmp_path / 'train.jsonl'}, line 2:")
 
 
 def test_jsonl_invalid_json_names_the_line(tmp_path):

@@ -1,8 +1,9 @@
 """Raw parallel text for each split role, from the hub, local files or the built-in corpus.
 
 Every source goes through HuggingFace `datasets` (`load_dataset`), so hub and local files share one
-code path; local files are checked line by line first so a bad byte or a count mismatch is reported
-with its file and line instead of a deep traceback.
+code path. Local files are also checked line by line here, so a bad byte, a count mismatch or a
+malformed row is reported with its file and line, and the checked lines win wherever `datasets`
+would read them differently.
 """
 from __future__ import annotations
 
@@ -61,6 +62,15 @@ def _datasets():
     return datasets
 
 
+def _text(value: Any, where: str, i: int, key: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise NmtError(f"{where}, line {i}: expected text for '{key}', found "
+                       f"{type(value).__name__} {value!r:.40}")
+    return value
+
+
 def _pairs_from_rows(rows: dict[str, list[Any]], src: str, tgt: str, where: str) -> Pairs:
     """Shared by hub and local sources: a `translation` column of dicts, or one column per language."""
     if "translation" in rows:
@@ -70,13 +80,25 @@ def _pairs_from_rows(rows: dict[str, list[Any]], src: str, tgt: str, where: str)
                 keys = sorted(t) if isinstance(t, dict) else type(t).__name__
                 raise NmtError(f"{where}, line {i}: expected language keys '{src}' and '{tgt}' "
                                f"in 'translation', found {keys}")
-            out_src.append(t[src] or "")
-            out_tgt.append(t[tgt] or "")
+            out_src.append(_text(t[src], where, i, src))
+            out_tgt.append(_text(t[tgt], where, i, tgt))
         return out_src, out_tgt
     if src in rows and tgt in rows:
-        return [s or "" for s in rows[src]], [t or "" for t in rows[tgt]]
+        return ([_text(s, where, i, src) for i, s in enumerate(rows[src], 1)],
+                [_text(t, where, i, tgt) for i, t in enumerate(rows[tgt], 1)])
     raise NmtError(f"{where}: expected a 'translation' column or columns '{src}' and '{tgt}', "
                    f"found columns {sorted(rows)}")
+
+
+def _checked(ds_rows, ours: dict[str, list]) -> dict[str, list]:
+    """Rows as `datasets` read them when they agree with the lines checked here; otherwise the
+    checked ones, so a parser quirk (a lone '\r', a Unicode line break, a schema it cannot
+    infer) never splits, shifts or loses a sentence."""
+    try:
+        got = ds_rows()
+    except Exception:  # noqa: BLE001 - any parser failure: the checked lines are the truth
+        return ours
+    return got if got == ours else ours
 
 
 def _load_text(cfg: DataConfig, base: Path, name: str) -> Pairs:
@@ -88,13 +110,11 @@ def _load_text(cfg: DataConfig, base: Path, name: str) -> Pairs:
     ds = _datasets()
     sides = []
     for path, lines in zip(paths, checked):
-        if not lines:
-            sides.append([])
-            continue
-        got = list(ds.load_dataset("text", data_files={"x": str(path)}, split="x")["text"])
-        # `datasets` splits on every Unicode line break; fall back to '\n'-only lines so no
-        # sentence is ever split in two or shifted against its translation.
-        sides.append(got if got == lines else lines)
+        rows = {"text": lines}
+        if lines:
+            rows = _checked(lambda: ds.load_dataset("text", data_files={"x": str(path)},
+                                                    split="x")[:], rows)
+        sides.append(rows["text"])
     return sides[0], sides[1]
 
 
@@ -110,27 +130,36 @@ def _load_tsv(cfg: DataConfig, base: Path, name: str) -> Pairs:
     header = lines[0].split("\t")
     has_header = header == [cfg.src_lang, cfg.tgt_lang] or header == [cfg.tgt_lang, cfg.src_lang]
     columns = header if has_header else [cfg.src_lang, cfg.tgt_lang]
+    cells = [line.split("\t") for line in lines[1 if has_header else 0:]]
+    ours = {c: [row[j] for row in cells] for j, c in enumerate(columns)}
     ds = _datasets()
     # Explicit string features: cells like "007", "2016" or "NA" stay verbatim text.
-    ds = ds.load_dataset(
+    rows = _checked(lambda: ds.load_dataset(
         "csv", data_files={"x": str(path)}, split="x", delimiter="\t", quoting=3,
         keep_default_na=False, column_names=None if has_header else columns,
-        features=ds.Features({c: ds.Value("string") for c in columns}))
-    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang, str(path))
+        features=ds.Features({c: ds.Value("string") for c in columns}))[:], ours)
+    return _pairs_from_rows(rows, cfg.src_lang, cfg.tgt_lang, str(path))
 
 
 def _load_jsonl(cfg: DataConfig, base: Path, name: str) -> Pairs:
     path = base / f"{name}.jsonl"
-    lines = read_lines(path)
-    for i, line in enumerate(lines, 1):
+    records = []
+    for i, line in enumerate(read_lines(path), 1):
         try:
-            json.loads(line)
+            rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise NmtError(f"{path}, line {i}: invalid JSON ({e.msg})") from None
-    if not lines:
+        if not isinstance(rec, dict):
+            raise NmtError(f"{path}, line {i}: expected a JSON object, found "
+                           f"{type(rec).__name__}")
+        records.append(rec)
+    if not records:
         return [], []
-    ds = _datasets().load_dataset("json", data_files={"x": str(path)}, split="x")
-    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang, str(path))
+    keys = list(dict.fromkeys(k for rec in records for k in rec))
+    ours = {k: [rec.get(k) for rec in records] for k in keys}
+    rows = _checked(lambda: _datasets().load_dataset("json", data_files={"x": str(path)},
+                                                     split="x")[:], ours)
+    return _pairs_from_rows(rows, cfg.src_lang, cfg.tgt_lang, str(path))
 
 
 def _load_hub(cfg: DataConfig, name: str) -> Pairs:
