@@ -327,13 +327,16 @@ def _build(cls: type, raw: Any, prefix: str, where: str) -> Any:
     return cls(**kwargs)
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path: Path, kind: str = "config") -> dict:
+    """A YAML mapping from a file; every failure is one line naming the file (and line)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise NmtError(f"config file not found: {path}") from None
+        raise NmtError(f"{kind} file not found: {path}") from None
     except UnicodeDecodeError as e:
-        raise NmtError(f"config file {path} is not UTF-8 text (byte {e.start})") from None
+        raise NmtError(f"{kind} file {path} is not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise NmtError(f"cannot read {kind} file {path}: {e.strerror}") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -341,13 +344,13 @@ def _read_yaml(path: Path) -> dict:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         if isinstance(e, yaml.constructor.ConstructorError):  # e.g. !!python/object: never run
-            raise NmtError(f"YAML tag not allowed in {path}{at}: {problem} (configs are plain "
-                           f"YAML; nothing was run)") from None
+            raise NmtError(f"YAML tag not allowed in {path}{at}: {problem} ({kind} files are "
+                           f"plain YAML; nothing was run)") from None
         raise NmtError(f"YAML syntax error in {path}{at}: {problem}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise NmtError(f"config {path} must be a mapping of sections, got {type(raw).__name__}")
+        raise NmtError(f"{kind} {path} must be a mapping of sections, got {type(raw).__name__}")
     return raw
 
 
@@ -398,8 +401,14 @@ def validate(cfg: Config, where: str) -> Config:
                        f"'vocab.src_model' and 'vocab.tgt_model'")
     if d.synthetic.min_words > d.synthetic.max_words:
         raise NmtError(f"'data.synthetic.min_words' exceeds 'data.synthetic.max_words' in {where}")
-    if sorted(cfg.eval.buckets) != cfg.eval.buckets or any(b < 1 for b in cfg.eval.buckets):
-        raise NmtError(f"'eval.buckets' in {where} must be increasing positive word counts")
+    bk = cfg.eval.buckets
+    if any(a >= b for a, b in zip(bk, bk[1:])) or any(b < 1 for b in bk):
+        raise NmtError(f"'eval.buckets' in {where} must be strictly increasing positive word "
+                       f"counts, got {bk}")
+    if "valid" not in d.splits and (cfg.train.patience or cfg.train.schedule == "plateau"):
+        key = "train.patience" if cfg.train.patience else "train.schedule: plateau"
+        raise NmtError(f"'{key}' in {where} needs a validation split: add 'valid' to "
+                       f"'data.splits'")
     if len(cfg.train.betas) != 2:
         raise NmtError(f"'train.betas' in {where} must hold two numbers")
     return cfg
@@ -412,7 +421,7 @@ def from_dict(raw: dict, where: str) -> Config:
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Load a YAML config, apply dotted overrides, and return the validated dataclasses."""
     path = Path(path)
-    raw = apply_overrides(_read_yaml(path), overrides or [])
+    raw = apply_overrides(read_yaml(path), overrides or [])
     where = str(path) + (" (with --set overrides)" if overrides else "")
     return from_dict(raw, where)
 

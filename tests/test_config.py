@@ -207,6 +207,18 @@ def test_nbest_cannot_exceed_beam():
     assert make_config(data={"source": "synthetic"}, decode={"beam": 4, "nbest": 4}).decode.nbest == 4
 
 
+@pytest.mark.parametrize("buckets", [[10, 10, 20], [20, 10], [0, 10]])
+def test_length_buckets_must_be_strictly_increasing_positive(write, buckets):
+    msg = error_of(write(MINIMAL + f"eval:\n  buckets: {buckets}\n"))
+    assert "'eval.buckets'" in msg and "strictly increasing" in msg
+
+
+def test_plateau_schedule_needs_a_validation_split(write):
+    text = MINIMAL.replace("data:\n", "data:\n  splits: {train: train}\n", 1)
+    msg = error_of(write(text + "train:\n  schedule: plateau\n"))
+    assert "'train.schedule: plateau'" in msg and "'valid'" in msg
+
+
 # ----------------------------------------------------------------------------------------------
 # Through the command line
 
