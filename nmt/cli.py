@@ -150,7 +150,7 @@ def _decode_overrides(a: argparse.Namespace) -> dict:
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
     from nmt import pipeline
-    from nmt.evaluate import format_scores
+    from nmt.report import format_scores
 
     pipeline.setup_logging()
     scores, report = pipeline.evaluate(

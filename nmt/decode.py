@@ -24,6 +24,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from nmt.config import DecodeConfig
+from nmt.data.batching import pad_batch
 from nmt.errors import NmtError
 
 if TYPE_CHECKING:
@@ -302,14 +303,6 @@ def _batches(order: list[int], lengths: list[int], budget: int) -> Iterator[list
         yield batch
 
 
-def _pad(seqs: list[list[int]], pad: int, device: str | torch.device) -> tuple[Tensor, Tensor]:
-    src = torch.full((len(seqs), max(map(len, seqs))), pad, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        src[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-    src = src.to(device)
-    return src, src != pad
-
-
 def translate_ids(model: "NMTModel", src_ids: list[list[int]], cfg: DecodeConfig,
                   beam: int | None = None, nbest: int | None = None, return_attn: bool = False,
                   device: str | torch.device = "cpu", progress: bool = False
@@ -324,7 +317,8 @@ def translate_ids(model: "NMTModel", src_ids: list[list[int]], cfg: DecodeConfig
     with torch.inference_mode(), tqdm(total=len(src_ids), disable=not progress, file=sys.stderr,
                                       unit="sent", desc="decode") as bar:
         for batch in _batches(order, lengths, cfg.batch_tokens):
-            src, mask = _pad([src_ids[i] for i in batch], model.pad_id, device)
+            src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
+            src, mask = src.to(device), mask.to(device)
             for i, hyps in zip(batch, decode_batch(model, src, mask, cfg, beam, nbest,
                                                    return_attn)):
                 results[i] = hyps

@@ -1,4 +1,4 @@
-"""Scoring: sacreBLEU corpus BLEU and chrF, BLEU by source length, and the scores.json report.
+"""Scoring: sacreBLEU corpus BLEU and chrF, BLEU by source length; reading scores.json back.
 
 Works on plain strings only (detokenised hypotheses and references), so it never depends on
 models or data code. BLEU uses sacreBLEU's defaults (13a tokenisation, exp smoothing) and every
@@ -16,13 +16,10 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.errors import NmtError
-from nmt.files import atomic_write
 
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows
 
 SCORES_FILE = "scores.json"
-HYPS_FILE = "hyps.txt"
-PLOT_FILE = "bleu_by_length.png"
 REQUIRED_KEYS = ("bleu", "chrf", "signature", "n", "buckets")
 
 
@@ -91,19 +88,6 @@ def score_report(srcs: list[str], hyps: list[str], refs: list[str],
     return {**corpus_scores(hyps, refs), "buckets": bleu_by_length(srcs, hyps, refs, bounds)}
 
 
-def write_report(report_dir: str | os.PathLike, scores: dict, hyps: list[str], plot: bool = True) -> None:
-    """Write hyps.txt, scores.json and (if `plot`) bleu_by_length.png into `report_dir`."""
-    out = Path(report_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    # A hypothesis must stay on its own line, or hyps.txt stops lining up with the references.
-    lines = "".join(" ".join(h.splitlines()) + "\n" for h in hyps)
-    atomic_write(out / HYPS_FILE, lines)
-    atomic_write(out / SCORES_FILE, json.dumps(scores, indent=2) + "\n")
-    if plot:
-        from nmt.report import plot_bleu_by_length  # lazy: report imports this module
-        plot_bleu_by_length({out.name or "model": scores}, out / PLOT_FILE, title="BLEU by source length")
-
-
 def load_scores(report_dir: str | os.PathLike) -> dict:
     """Read `report_dir`/scores.json; NmtError naming the path if it is missing or malformed."""
     path = Path(report_dir) / SCORES_FILE
@@ -116,14 +100,3 @@ def load_scores(report_dir: str | os.PathLike) -> dict:
     if not isinstance(scores, dict) or any(k not in scores for k in REQUIRED_KEYS):
         raise NmtError(f"scores file {path} is not a scores report (needs keys {', '.join(REQUIRED_KEYS)})")
     return scores
-
-
-def format_scores(scores: dict) -> str:
-    """Human-readable scores: BLEU and chrF with their signatures, then the by-length table."""
-    text = f"BLEU = {scores['bleu']:.2f} (signature {scores['signature']})\n"
-    if "chrf" in scores:
-        text += f"chrF = {scores['chrf']:.2f} (signature {scores.get('chrf_signature', '?')})\n"
-    if scores.get("buckets"):
-        from nmt.report import bucket_table  # lazy: report imports this module
-        text += "\n" + bucket_table({"BLEU": scores})
-    return text

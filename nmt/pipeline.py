@@ -20,7 +20,7 @@ from nmt.data.corpus import load_split
 from nmt.data.prepare import prepare
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
-from nmt.evaluate import bucket_bounds, write_report
+from nmt.evaluate import bucket_bounds
 from nmt.files import atomic_write
 from nmt.models import NMTModel, build_model
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
@@ -196,6 +196,7 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
              ) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots."""
     from nmt.data.corpus import read_lines
+    from nmt.report import write_report  # matplotlib: imported only when a report is written
 
     cfg, model, tok, meta = load_model(target, device)
     for key, value in (overrides or {}).items():

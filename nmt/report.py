@@ -1,4 +1,5 @@
-"""Tables and plots over scores reports: BLEU by source length per model, and attention maps.
+"""Report files: hyps.txt and scores.json of an evaluation, tables and plots of BLEU by source
+length per model, and attention maps.
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so nothing needs a display
 and no global figure state leaks between calls. Every file is written atomically.
@@ -6,6 +7,7 @@ and no global figure state leaks between calls. Every file is written atomically
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 from pathlib import Path
@@ -15,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from nmt.errors import NmtError
-from nmt.evaluate import bucket_label, load_scores
+from nmt.evaluate import SCORES_FILE, bucket_label, load_scores
 from nmt.files import atomic_write
 
 COMPARE_PLOT = "compare.png"
@@ -124,3 +126,29 @@ def plot_attention(src_tokens: list[str], tgt_tokens: list[str], weights, path: 
     if title:
         ax.set_title(title)
     _save(fig, path)
+
+
+HYPS_FILE = "hyps.txt"
+PLOT_FILE = "bleu_by_length.png"
+
+
+def write_report(report_dir: str | os.PathLike, scores: dict, hyps: list[str], plot: bool = True) -> None:
+    """Write hyps.txt, scores.json and (if `plot`) bleu_by_length.png into `report_dir`."""
+    out = Path(report_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # A hypothesis must stay on its own line, or hyps.txt stops lining up with the references.
+    lines = "".join(" ".join(h.splitlines()) + "\n" for h in hyps)
+    atomic_write(out / HYPS_FILE, lines)
+    atomic_write(out / SCORES_FILE, json.dumps(scores, indent=2) + "\n")
+    if plot:
+        plot_bleu_by_length({out.name or "model": scores}, out / PLOT_FILE, title="BLEU by source length")
+
+
+def format_scores(scores: dict) -> str:
+    """Human-readable scores: BLEU and chrF with their signatures, then the by-length table."""
+    text = f"BLEU = {scores['bleu']:.2f} (signature {scores['signature']})\n"
+    if "chrf" in scores:
+        text += f"chrF = {scores['chrf']:.2f} (signature {scores.get('chrf_signature', '?')})\n"
+    if scores.get("buckets"):
+        text += "\n" + bucket_table({"BLEU": scores})
+    return text

@@ -8,8 +8,9 @@ import pytest
 import sacrebleu
 
 from nmt.errors import NmtError
-from nmt.evaluate import (DEFAULT_BUCKETS, bleu_by_length, bucket_bounds, corpus_scores, format_scores,
-                          load_scores, score_report, write_report)
+from nmt.evaluate import (DEFAULT_BUCKETS, bleu_by_length, bucket_bounds, corpus_scores,
+                          load_scores, score_report)
+from nmt.report import format_scores, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

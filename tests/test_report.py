@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from nmt.errors import NmtError
-from nmt.evaluate import score_report, write_report
+from nmt.evaluate import score_report
+from nmt.report import write_report
 from nmt.report import bucket_table, compare_reports, plot_attention, plot_bleu_by_length
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

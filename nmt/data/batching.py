@@ -109,6 +109,3 @@ class BucketBatcher:
 
     def batch(self, indices: list[int]) -> Batch:
         return make_batch([self.src[i] for i in indices], [self.tgt[i] for i in indices])
-
-    def __len__(self) -> int:
-        return len(self.epoch(0))

@@ -1,7 +1,7 @@
 """From config to training-ready ids: load splits, build subwords, filter the training split."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from nmt.config import Config
@@ -30,7 +30,6 @@ class Prepared:
     train_src: list[list[int]]
     train_tgt: list[list[int]]
     stats: FilterStats
-    raw: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
 
 
 def filter_pairs(src: list[list[int]], tgt: list[list[int]], src_text: list[str],
@@ -65,5 +64,4 @@ def prepare(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> Prepared:
     if not keep:
         raise NmtError(f"the training set is empty after filtering ({stats.line()}); check "
                        f"'data.max_len' and 'data.max_ratio'")
-    return Prepared(tokenizer, [src_ids[i] for i in keep], [tgt_ids[i] for i in keep], stats,
-                    {"train": (src_text, tgt_text)})
+    return Prepared(tokenizer, [src_ids[i] for i in keep], [tgt_ids[i] for i in keep], stats)

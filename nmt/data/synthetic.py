@@ -35,9 +35,7 @@ of the source and BLEU 100 is reachable.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import tempfile
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,6 +45,7 @@ from typing import Iterable, Optional
 
 from nmt.config import SyntheticConfig
 from nmt.errors import NmtError
+from nmt.files import atomic_write
 
 VERSION = 1   # bump whenever the generated text changes, so cached corpora can be told apart
 
@@ -389,15 +388,7 @@ def generate(cfg: SyntheticConfig, split: str, n: int) -> list[tuple[str, str]]:
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:
-    """Write atomically: a reader never sees a half-written file."""
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(line + "\n" for line in lines)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, "".join(line + "\n" for line in lines))
 
 
 def write_corpus(out_dir: str | Path, cfg: SyntheticConfig, src_lang: str = "src",

@@ -13,6 +13,7 @@ import sentencepiece as spm
 
 from nmt.config import VocabConfig
 from nmt.errors import NmtError
+from nmt.files import atomic_write
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -94,9 +95,7 @@ class Tokenizer:
             "spm.src.model": self.src_proto, "spm.tgt.model": self.tgt_proto}
         written = []
         for name, proto in files.items():
-            tmp = run_dir / (name + ".tmp")
-            tmp.write_bytes(proto)
-            tmp.replace(run_dir / name)
+            atomic_write(run_dir / name, proto)
             written.append(run_dir / name)
         return written
 

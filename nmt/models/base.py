@@ -34,9 +34,6 @@ class EncoderOut:
     mask: Tensor              # [B, S] bool, True at real (non-pad) source positions
     final: Any = None         # architecture-specific summary (e.g. the RNN final state)
 
-    def select(self, index: Tensor) -> "EncoderOut":
-        return EncoderOut(*(_select(v, index) for v in (self.memory, self.mask, self.final)))
-
 
 @dataclass
 class State:
