@@ -132,8 +132,8 @@ def cmd_train(a: argparse.Namespace) -> int:
         print(pipeline.data_report(cfg))
         return 0
     pipeline.setup_logging()
-    run = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume)
-    print(f"run directory: {run}")
+    result = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume)
+    print(f"run directory: {result.run}")
     return 0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -16,7 +17,7 @@ from nmt.checkpoint import (load_checkpoint, load_model, resolve, step_checkpoin
                             tokenizer_from_payload)
 from nmt.config import Config, dump_yaml, load_config
 from nmt.data.batching import BucketBatcher
-from nmt.data.corpus import load_split
+from nmt.data.corpus import load_split, read_lines, split_lines
 from nmt.data.prepare import prepare
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
@@ -24,10 +25,13 @@ from nmt.evaluate import bucket_bounds
 from nmt.files import atomic_write
 from nmt.models import NMTModel, build_model
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
-from nmt.translate import Translation, score_texts
+from nmt.translate import Translation, score_texts, translate_texts
 
 log = logging.getLogger("nmt")
 COMPARED_SECTIONS = ("data", "vocab", "model")
+# Changing these would make a resumed run differ from the one it continues (batch order, optimiser
+# state, gradient scaler), so --resume refuses them; limits, logging, validation, lr may change.
+FIXED_TRAIN_KEYS = ("seed", "optimizer", "precision", "accum_steps")
 
 
 LOG_TAG = ""  # set per process by `nmt study` when models train side by side
@@ -65,7 +69,12 @@ def _resume_checkpoint(cfg: Config) -> Path:
         for section in COMPARED_SECTIONS:
             if getattr(old, section) != getattr(cfg, section):
                 raise NmtError(f"--resume: '{section}' in the config differs from the run in "
-                               f"{run} (only train limits may change on resume)")
+                               f"{run} (data, vocab and model must stay as they were)")
+        for key in FIXED_TRAIN_KEYS:
+            was, now = getattr(old.train, key), getattr(cfg.train, key)
+            if was != now:
+                raise NmtError(f"--resume: 'train.{key}' is {now!r} but the run in {run} used "
+                               f"{was!r}; it cannot change when resuming")
     return ckpt
 
 
@@ -134,8 +143,15 @@ def data_report(cfg: Config) -> str:
     return "\n".join(lines)
 
 
-def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> Path:
-    """Train a model from a config; returns the run directory."""
+@dataclass
+class TrainResult:
+    run: Path
+    stop_reason: str
+    interrupted: bool  # stopped by SIGINT/SIGTERM: checkpointed, but not finished
+
+
+def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainResult:
+    """Train a model from a config (or continue it with resume)."""
     dist = init(cfg.train.device)
     try:
         if dist.world == 1:
@@ -183,9 +199,17 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> Path:
         if ckpt_path is not None:
             trainer.resume(ckpt_path)
         trainer.train()
-        return run
+        return TrainResult(run, trainer.stop_reason or "", trainer.interrupted)
     finally:
         cleanup()
+
+
+def _load_for_decoding(target: str, device: str, overrides: Optional[dict]):
+    """A checkpoint's config, model, tokenizer and meta, with command-line decode settings."""
+    cfg, model, tok, meta = load_model(target, device)
+    for key, value in (overrides or {}).items():
+        setattr(cfg.decode, key, value)
+    return cfg, model, tok, meta
 
 
 def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] = None,
@@ -195,12 +219,9 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
              device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None
              ) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots."""
-    from nmt.data.corpus import read_lines
     from nmt.report import write_report  # matplotlib: imported only when a report is written
 
-    cfg, model, tok, meta = load_model(target, device)
-    for key, value in (overrides or {}).items():
-        setattr(cfg.decode, key, value)
+    cfg, model, tok, meta = _load_for_decoding(target, device, overrides)
     if src_file or ref_file:
         if not (src_file and ref_file):
             raise NmtError("--src and --ref must be given together")
@@ -260,13 +281,8 @@ def translate(target: str, input_path: Optional[str], output_path: Optional[str]
               beam: Optional[int], nbest: int, device: str = "cpu",
               overrides: Optional[dict] = None) -> int:
     """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
-    from nmt.data.corpus import read_lines, split_lines
-    from nmt.translate import translate_texts
-
     setup_logging()
-    cfg, model, tok, _ = load_model(target, device)
-    for key, value in (overrides or {}).items():
-        setattr(cfg.decode, key, value)
+    cfg, model, tok, _ = _load_for_decoding(target, device, overrides)
     k = cfg.decode.beam if beam is None else beam
     if nbest > k:
         raise NmtError(f"--nbest {nbest} needs a beam of at least {nbest} (beam is {k})")

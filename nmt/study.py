@@ -13,16 +13,13 @@ import copy
 import json
 import logging
 import multiprocessing
-import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, resolve
-from nmt.config import apply_overrides, dump_yaml, from_dict, to_dict
+from nmt.config import apply_overrides, dump_yaml, from_dict, read_yaml, to_dict
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
@@ -41,28 +38,29 @@ def _merge(base: dict, over: dict) -> dict:
 
 def load_study(path: str | Path) -> dict:
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NmtError(f"study file not found: {path}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise NmtError(f"YAML syntax error in {path}{at}") from None
-    if not isinstance(raw, dict):
-        raise NmtError(f"study {path} must be a mapping with keys {sorted(STUDY_KEYS)}")
+    raw = read_yaml(path, "study")
     unknown = set(raw) - STUDY_KEYS
     if unknown:
         raise NmtError(f"unknown key '{sorted(unknown)[0]}' in {path}; expected one of "
                        f"{sorted(STUDY_KEYS)}")
     if not isinstance(raw.get("models"), dict) or not raw["models"]:
         raise NmtError(f"missing required key 'models' in {path} (name -> config sections)")
+    for key, value in [("base", raw.get("base"))] + [(f"models.{n}", v)
+                                                     for n, v in raw["models"].items()]:
+        if value is not None and not isinstance(value, dict):
+            raise NmtError(f"'{key}' in {path} must be a mapping of config sections, got "
+                           f"{type(value).__name__}")
     par = raw.get("parallel", 1)
     if isinstance(par, bool) or not isinstance(par, int) or par < 1:
         raise NmtError(f"'parallel' in {path} must be an integer >= 1, got {par!r}")
     ev = raw.get("evaluate") or {}
-    if set(ev) - {"split", "beam"}:
-        raise NmtError(f"unknown key in 'evaluate' of {path}; expected split and beam")
+    if not isinstance(ev, dict) or set(ev) - {"split", "beam"}:
+        raise NmtError(f"'evaluate' in {path} must be a mapping with keys split and beam")
+    beam = ev.get("beam", 1)
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise NmtError(f"'evaluate.beam' in {path} must be an integer >= 1, got {beam!r}")
+    if not isinstance(ev.get("split", "test"), str):
+        raise NmtError(f"'evaluate.split' in {path} must be a split role such as test or valid")
     return raw
 
 
@@ -71,10 +69,14 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()
     """Each model's validated Config: base merged with its overrides (then --set), run_dir
     inside the study."""
     configs = {}
+    split = (study.get("evaluate") or {}).get("split", "test")
     for name, over in study["models"].items():
         raw = apply_overrides(_merge(study.get("base") or {}, over or {}), list(overrides))
         raw.setdefault("train", {})["run_dir"] = str(out / name)
-        configs[name] = from_dict(raw, f"{path} (model '{name}')")
+        cfg = configs[name] = from_dict(raw, f"{path} (model '{name}')")
+        if split not in cfg.data.splits:  # caught now, not after hours of training
+            raise NmtError(f"'evaluate.split' in {path} is '{split}', which model '{name}' does "
+                           f"not name in 'data.splits' (have: {', '.join(cfg.data.splits)})")
     return configs
 
 
@@ -96,13 +98,15 @@ def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam:
     if _trained(run, cfg_text):
         log.info(f"study: {name} already trained in {run}, skipping training")
     else:
-        started = time.time()
         saved = run / "config.yaml"
         resume = (saved.is_file() and saved.read_text(encoding="utf-8") == cfg_text
                   and any(run.glob("checkpoints/step_*.pt")))
         log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
-        pipeline.train(cfg, resume=resume, overwrite=not resume)
-        (run / "trained.json").write_text(json.dumps({"wall_seconds": time.time() - started}))
+        result = pipeline.train(cfg, resume=resume, overwrite=not resume)
+        if result.interrupted:  # the checkpoint is kept: rerunning the study resumes it
+            raise NmtError(f"study: training of {name} was {result.stop_reason}; rerun the "
+                           f"study to resume it")
+        atomic_write(run / "trained.json", json.dumps({"stop_reason": result.stop_reason}) + "\n")
         (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
@@ -124,7 +128,7 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "configs").mkdir(exist_ok=True)
     for name, cfg in configs.items():
-        (out_dir / "configs" / f"{name}.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+        atomic_write(out_dir / "configs" / f"{name}.yaml", dump_yaml(cfg))
     jobs = {name: (name, to_dict(cfg), f"{path} (model '{name}')", split, beam)
             for name, cfg in configs.items()}
     if workers > 1:
@@ -136,6 +140,15 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
             order = sorted(jobs, key=lambda n: (-configs[n].train.max_minutes,
                                                 -configs[n].train.max_steps))
             futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
+            wait(futures.values(), return_when=FIRST_EXCEPTION)
+            failed = [f for f in futures.values() if f.done() and f.exception()]
+            if failed:  # report the first failure now, not after the other models finish
+                pool.shutdown(wait=False, cancel_futures=True)
+                # SIGTERM: a model still training saves a checkpoint and stops (the next run
+                # of the study resumes it). The executor has no public handle on its workers.
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()
+                raise failed[0].exception()
             results = {name: futures[name].result() for name in jobs}
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}

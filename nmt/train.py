@@ -241,6 +241,10 @@ class Trainer:
                  f"batch {self.p.batch_in_epoch})")
 
     # ---------------------------------------------------------------- signals
+    @property
+    def interrupted(self) -> bool:
+        return bool(self._signal) or (self.stop_reason or "").startswith("stopped by")
+
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._signal = signal.Signals(signum).name
 
@@ -275,10 +279,19 @@ class Trainer:
                     loss = self._forward_loss(b)
                     if not torch.isfinite(loss):
                         finite = False
-                        break
+                        if self.dist.world == 1:
+                            break
+                        # Every rank must still run backward (DDP all-reduces gradients there);
+                        # the step is dropped on all ranks below.
+                        loss = loss.nan_to_num(0.0, 0.0, 0.0)
                     self.scaler.scale(loss / n_tok).backward()
                 total_loss += loss.item()
         except torch.cuda.OutOfMemoryError:
+            if self.dist.world > 1:
+                # the other ranks are waiting in a gradient all-reduce: skipping is not possible
+                raise NmtError(f"out of memory on a batch of {sum(b.n_slots for b in batches)} "
+                               f"padded tokens: lower 'data.batch_tokens' (now "
+                               f"{self.cfg.data.batch_tokens}) or use 'train.accum_steps'") from None
             self.opt.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             return {"oom": True, "tokens": sum(b.n_slots for b in batches)}
@@ -353,7 +366,10 @@ class Trainer:
 
     def _validate_and_checkpoint(self) -> None:
         stop = 0
-        if self.main:
+        if self.main and not self.valid_batches:
+            # no validation data: nothing to compare, so the latest model is the best one
+            self.save(best=True)
+        elif self.main:
             row = self.validate()
             metric = row.get(self.tc.early_stop_metric, row["loss"])
             hib = self._higher_is_better() and self.tc.early_stop_metric in row
@@ -382,10 +398,12 @@ class Trainer:
         tc = self.tc
         old_handlers = self._install_signals()
         self._clock = time.time()
-        last_valid_step = self.p.step if self.p.history else -1
+        # a checkpoint saved on a signal comes after its run's last validation
+        last_valid_step = self.p.history[-1]["step"] if self.p.history else -1
         log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0
         self._runs = {"nan": 0, "oom": 0}
         try:
+            self.stop_reason = self._limits_reached()  # a resumed run may have no budget left
             while self.stop_reason is None:
                 if tc.max_epochs and self.p.epoch >= tc.max_epochs:
                     self.stop_reason = f"reached max_epochs={tc.max_epochs}"
@@ -441,7 +459,7 @@ class Trainer:
                     self.p.epoch += 1
                     self.p.batch_in_epoch = 0
             self._tick()
-            if self._signal or (self.stop_reason or "").startswith("stopped by"):
+            if self.interrupted:
                 self.save()  # interrupted: keep the work, skip the (slow) validation
             elif last_valid_step != self.p.step:
                 self._validate_and_checkpoint()

@@ -276,7 +276,7 @@ def test_fixing_the_data_then_rerunning_the_same_command_trains(tmp_path, capsys
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("bad_input_run")
-    return pipeline.train(load_config(write_config(tmp)))
+    return pipeline.train(load_config(write_config(tmp))).run
 
 
 @pytest.fixture(scope="module")

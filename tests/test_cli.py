@@ -86,7 +86,7 @@ def runs(tmp_path_factory, corpus) -> dict[str, Path]:
                "decode": DECODE}
         path = root / f"{arch}.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        out[arch] = pipeline.train(load_config(path))
+        out[arch] = pipeline.train(load_config(path)).run
     return out
 
 
@@ -409,13 +409,55 @@ def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp
     shutil.copytree(old, out)
     bigger = {**MODELS["rnnsearch"], "hidden_size": 96}
     path = write_study(tmp_path / "study.yaml", rnnsearch=bigger)
-    rc = main(["study", str(path), "--out", str(out)])
-    if rc == 0:  # either retrain the changed model ...
-        trained = load_checkpoint(out / "rnnsearch" / "best.pt")["config"]["model"]
-        assert trained["hidden_size"] == 96
-        assert load_config(out / "configs" / "rnnsearch.yaml").model.hidden_size == 96
-    else:        # ... or refuse with a clear error
-        assert rc == 2
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    trained = load_checkpoint(out / "rnnsearch" / "best.pt")["config"]["model"]
+    assert trained["hidden_size"] == 96
+    assert load_config(out / "configs" / "rnnsearch.yaml").model.hidden_size == 96
+    results = json.loads((out / "study.json").read_text())
+    assert results["rnnsearch"]["params"] == load_checkpoint(out / "rnnsearch" / "best.pt")["params"]
+
+
+def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    import nmt.study as study_mod
+
+    path, out = write_study(tmp_path / "study.yaml"), tmp_path / "out"
+    real_train = study_mod.pipeline.train
+
+    def ctrl_c(cfg, **kw):  # what a SIGINT during training returns: checkpointed, unfinished
+        result = real_train(cfg, **kw)
+        return dataclasses.replace(result, interrupted=True, stop_reason="interrupted by SIGINT")
+
+    monkeypatch.setattr(study_mod.pipeline, "train", ctrl_c)
+    assert main(["study", str(path), "--out", str(out)]) == 2
+    assert "training of seq2seq was interrupted by SIGINT" in capsys.readouterr().err
+    assert not (out / "seq2seq" / "trained.json").exists()
+    assert not (out / "study.json").exists()
+    monkeypatch.setattr(study_mod.pipeline, "train", real_train)
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    assert "training seq2seq (resuming)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"evaluate": {"split": "dev", "beam": 1}}, "'evaluate.split' .* is 'dev'"),
+    ({"evaluate": {"split": "test", "beam": "5"}}, "'evaluate.beam' .* must be an integer"),
+    ({"base": ["data", "model"]}, "'base' .* must be a mapping"),
+])
+def test_study_mistakes_fail_before_any_training(tmp_path, capsys, change, message):
+    path = write_study(tmp_path / "study.yaml", **change)
+    assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nmt: error:") and "\n" not in err and re.search(message, err), err
+    assert not (tmp_path / "s").exists()
+
+
+def test_study_file_that_is_not_utf8_is_a_one_line_error(tmp_path, capsys):
+    path = tmp_path / "study.yaml"
+    path.write_bytes(b"name: caf\xe9\n")
+    assert main(["study", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"nmt: error: study file {path} is not UTF-8") and "\n" not in err
 
 
 def test_study_unknown_top_level_key_is_a_one_line_error(tmp_path, capsys):

@@ -62,7 +62,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg = tmp / "config.yaml"
     cfg.write_text(yaml.safe_dump({**CONFIG, "train": {**CONFIG["train"],
                                                         "run_dir": str(tmp / "run")}}))
-    return pipeline.train(load_config(cfg))
+    return pipeline.train(load_config(cfg)).run
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def metrics(run: Path) -> list[dict]:
 
 @pytest.mark.parametrize("arch", sorted(MODELS))
 def test_loss_falls_for_every_architecture(tmp_path, arch):
-    run = pipeline.train(load_config(write_config(tmp_path, arch, max_steps=40)))
+    run = pipeline.train(load_config(write_config(tmp_path, arch, max_steps=40))).run
     train_rows = [m for m in metrics(run) if m["split"] == "train"]
     assert len(train_rows) == 8
     assert train_rows[-1]["loss"] < 0.85 * train_rows[0]["loss"]
@@ -71,10 +71,10 @@ def _params(path: Path) -> dict[str, torch.Tensor]:
 def test_resume_continues_exactly_mid_epoch(tmp_path):
     # 400 pairs at 400 tokens per batch is ~20 batches per epoch: step 7 is mid-epoch.
     full = write_config(tmp_path / "a", "transformer", max_steps=16)
-    run_a = pipeline.train(load_config(full))
+    run_a = pipeline.train(load_config(full)).run
 
     part = write_config(tmp_path / "b", "transformer", max_steps=7)
-    run_b = pipeline.train(load_config(part))
+    run_b = pipeline.train(load_config(part)).run
     ck = load_checkpoint(step_checkpoints(run_b)[-1])
     assert ck["progress"]["epoch"] == 0 and 0 < ck["progress"]["batch_in_epoch"]
     pipeline.train(load_config(part, ["train.max_steps=16"]), resume=True)
@@ -94,6 +94,39 @@ def test_resume_refuses_changed_model(tmp_path):
         pipeline.train(load_config(cfg, ["model.d_model=64", "train.max_steps=6"]), resume=True)
 
 
+def test_resume_refuses_a_changed_seed_or_precision(tmp_path):
+    cfg = write_config(tmp_path, "transformer", max_steps=3)
+    pipeline.train(load_config(cfg))
+    # a new seed reorders the batches, so "continue at batch N" would repeat and skip data
+    with pytest.raises(NmtError, match="'train.seed' is 8 but the run .* used 7"):
+        pipeline.train(load_config(cfg, ["train.seed=8", "train.max_steps=6"]), resume=True)
+    with pytest.raises(NmtError, match="'train.precision'"):
+        pipeline.train(load_config(cfg, ["train.precision=bf16", "train.max_steps=6"]),
+                       resume=True)
+
+
+def test_resume_of_a_finished_run_trains_no_extra_step(tmp_path):
+    cfg = write_config(tmp_path, "transformer", max_steps=4)
+    pipeline.train(load_config(cfg))
+    result = pipeline.train(load_config(cfg), resume=True)
+    assert result.stop_reason == "reached max_steps=4" and not result.interrupted
+    assert [p.name for p in step_checkpoints(result.run)] == ["step_4.pt"]
+    assert [m["step"] for m in metrics(result.run) if m["split"] == "valid"] == [4]
+
+
+def test_without_a_validation_split_best_is_the_latest_model(tmp_path):
+    cfg = write_config(tmp_path, "seq2seq", max_steps=6, valid_every=2)
+    run = pipeline.train(load_config(cfg, ["data.splits={train: train}"])).run
+    assert load_checkpoint(run / "best.pt")["step"] == 6
+    assert not [m for m in metrics(run) if m["split"] == "valid"]
+
+
+def test_patience_without_a_validation_split_is_a_config_error(tmp_path):
+    cfg = write_config(tmp_path, "seq2seq", patience=2)
+    with pytest.raises(NmtError, match="'train.patience' .* needs a validation split"):
+        load_config(cfg, ["data.splits={train: train}"])
+
+
 def test_existing_run_dir_is_not_overwritten_without_flag(tmp_path, capsys):
     cfg = write_config(tmp_path, "transformer", max_steps=2)
     assert main(["train", str(cfg)]) == 0
@@ -105,7 +138,7 @@ def test_existing_run_dir_is_not_overwritten_without_flag(tmp_path, capsys):
 
 def test_max_minutes_stops_cleanly_with_checkpoint(tmp_path):
     run = pipeline.train(load_config(write_config(tmp_path, "seq2seq", max_steps=0,
-                                                  max_minutes=0.02)))
+                                                  max_minutes=0.02))).run
     ck = load_checkpoint(step_checkpoints(run)[-1])
     assert ck["step"] >= 1
     assert "reached max_minutes" in (run / "train.log").read_text()
@@ -113,7 +146,7 @@ def test_max_minutes_stops_cleanly_with_checkpoint(tmp_path):
 
 def test_bf16_autocast_runs_on_cpu_and_is_logged(tmp_path):
     run = pipeline.train(load_config(write_config(tmp_path, "rnnsearch", max_steps=3,
-                                                  precision="bf16")))
+                                                  precision="bf16"))).run
     assert "precision: bf16 autocast on cpu" in (run / "train.log").read_text()
 
 
@@ -136,7 +169,7 @@ def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, monkeypatch)
         return loss * float("nan") if calls["n"] in (3, 4) else loss
 
     monkeypatch.setattr(train_mod, "loss_fn", sometimes_nan)
-    run = pipeline.train(load_config(write_config(tmp_path / "x", "transformer", max_steps=6)))
+    run = pipeline.train(load_config(write_config(tmp_path / "x", "transformer", max_steps=6))).run
     log = (run / "train.log").read_text()
     assert "non-finite loss" in log and "2 in total" in log
     assert load_checkpoint(step_checkpoints(run)[-1])["step"] == 6
@@ -171,7 +204,7 @@ def test_signal_saves_checkpoint_and_resume_continues(tmp_path, sig):
     assert f"interrupted by {sig.name}" in err
     step = load_checkpoint(step_checkpoints(tmp_path / "run")[-1])["step"]
     assert step >= 3
-    run = pipeline.train(load_config(cfg, [f"train.max_steps={step + 2}"]), resume=True)
+    run = pipeline.train(load_config(cfg, [f"train.max_steps={step + 2}"]), resume=True).run
     assert load_checkpoint(step_checkpoints(run)[-1])["step"] == step + 2
 
 
@@ -191,3 +224,18 @@ def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
     assert main(["evaluate", str(run), "--split", "valid", "--beam", "1",
                  "--report", str(report)]) == 0
     assert json.loads((report / "scores.json").read_text())["n"] == 40
+
+
+def test_nan_on_one_rank_skips_the_step_on_both_without_hanging(tmp_path):
+    cfg = write_config(tmp_path, "transformer", max_steps=6, log_every=1)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                           "--master_port=29534", str(ROOT / "tests" / "ddp_nan_worker.py"),
+                           "train", str(cfg)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "non-finite loss at step 3: step skipped" in proc.stderr
+    # both ranks skipped the same step, so the run still ends at step 6 after 7 batches
+    assert load_checkpoint(step_checkpoints(tmp_path / "run")[-1])["step"] == 6
+    assert [m["step"] for m in metrics(tmp_path / "run") if m["split"] == "train"] == list(range(1, 7))
+
