@@ -9,7 +9,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -116,6 +116,16 @@ def _valid_batches(cfg: Config, tok, src: list[str], tgt: list[str]) -> list:
     return [b.batch(ix) for ix in b.epoch(0)]
 
 
+def _greedy_scorer(cfg: Config, tok, src: list[str], ref: list[str],
+                   device: torch.device) -> Callable[[NMTModel], dict]:
+    """Validation BLEU and chrF: greedy, exactly what `nmt evaluate --beam 1` computes."""
+    def score(model: NMTModel) -> dict:
+        _, sc = score_texts(model, tok, src, ref, cfg.decode, beam=1, bounds=cfg.eval.buckets,
+                            device=device)
+        return {"bleu": sc["bleu"], "chrf": sc["chrf"]}
+    return score
+
+
 def data_report(cfg: Config) -> str:
     """Corpus and batch statistics without training (`nmt train --dry-run`)."""
     prep = prepare(cfg)
@@ -182,19 +192,11 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
                  f"{torch.get_num_threads()} threads; {dist.world} process(es)")
         batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
                                 cfg.data.batch_size, cfg.train.seed, dist.rank, dist.world)
-        score_fn = None
-        valid_batches = []
+        score_fn, valid_batches = None, []
         if valid is not None and dist.rank == 0:
-            v_src, v_tgt = valid
-            valid_batches = _valid_batches(cfg, tok, v_src, v_tgt)
-            n = cfg.train.valid_max_sentences or len(v_src)
-            v_src, v_tgt = v_src[:n], v_tgt[:n]
-            device = dist.device
-
-            def score_fn(m: NMTModel) -> dict:  # greedy, exactly what `nmt evaluate --beam 1` does
-                _, sc = score_texts(m, tok, v_src, v_tgt, cfg.decode, beam=1,
-                                    bounds=cfg.eval.buckets, device=device)
-                return {"bleu": sc["bleu"], "chrf": sc["chrf"]}
+            valid_batches = _valid_batches(cfg, tok, *valid)
+            n = cfg.train.valid_max_sentences or len(valid[0])
+            score_fn = _greedy_scorer(cfg, tok, valid[0][:n], valid[1][:n], dist.device)
         trainer = Trainer(cfg, model, tok, batcher, valid_batches, run, dist, score_fn)
         if ckpt_path is not None:
             trainer.resume(ckpt_path)

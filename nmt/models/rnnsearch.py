@@ -24,7 +24,7 @@ from nmt.models.attention import build_alignment
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.seq2seq import DeepOutput, gates, make_rnn, run_packed
+from nmt.models.rnn import DeepOutput, gates, make_rnn, run_packed
 
 
 class Cell(nn.Module):
