@@ -125,9 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_train(a: argparse.Namespace) -> int:
     from nmt import pipeline
-    from nmt.config import load_config
+    from nmt.config import check_trainable, load_config
 
     cfg = load_config(a.config, a.set)
+    check_trainable(cfg, a.config)
     if a.dry_run:
         print(pipeline.data_report(cfg))
         return 0

@@ -405,13 +405,17 @@ def validate(cfg: Config, where: str) -> Config:
     if any(a >= b for a, b in zip(bk, bk[1:])) or any(b < 1 for b in bk):
         raise NmtError(f"'eval.buckets' in {where} must be strictly increasing positive word "
                        f"counts, got {bk}")
-    if "valid" not in d.splits and (cfg.train.patience or cfg.train.schedule == "plateau"):
-        key = "train.patience" if cfg.train.patience else "train.schedule: plateau"
-        raise NmtError(f"'{key}' in {where} needs a validation split: add 'valid' to "
-                       f"'data.splits'")
     if len(cfg.train.betas) != 2:
         raise NmtError(f"'train.betas' in {where} must hold two numbers")
     return cfg
+
+
+def check_trainable(cfg: Config, where: str) -> None:
+    """Checks that matter only for training (a stored run's config is never refused by them)."""
+    if "valid" not in cfg.data.splits and (cfg.train.patience or cfg.train.schedule == "plateau"):
+        key = "train.patience" if cfg.train.patience else "train.schedule: plateau"
+        raise NmtError(f"'{key}' in {where} needs a validation split: add 'valid' to "
+                       f"'data.splits'")
 
 
 def from_dict(raw: dict, where: str) -> Config:

@@ -36,11 +36,16 @@ def barrier() -> None:
         dist.barrier()
 
 
+def all_reduce_max(value: int, device: torch.device) -> int:
+    """The largest `value` over all ranks (every rank gets the same answer)."""
+    t = torch.tensor([float(value)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
 def all_reduce_flag(flag: bool, device: torch.device) -> bool:
     """True on every rank if `flag` is True on any rank."""
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item() > 0)
+    return all_reduce_max(int(flag), device) > 0
 
 
 def cleanup() -> None:

@@ -30,8 +30,10 @@ from nmt.translate import Translation, score_texts, translate_texts
 log = logging.getLogger("nmt")
 COMPARED_SECTIONS = ("data", "vocab", "model")
 # Changing these would make a resumed run differ from the one it continues (batch order, optimiser
-# state, gradient scaler), so --resume refuses them; limits, logging, validation, lr may change.
-FIXED_TRAIN_KEYS = ("seed", "optimizer", "precision", "accum_steps")
+# state, gradient scaler, the best score so far), so --resume refuses them; limits, logging,
+# validation frequency and lr may change.
+FIXED_TRAIN_KEYS = ("seed", "optimizer", "precision", "accum_steps", "schedule",
+                    "early_stop_metric")
 
 
 LOG_TAG = ""  # set per process by `nmt study` when models train side by side

@@ -19,7 +19,8 @@ from typing import Any, Optional
 
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, resolve
-from nmt.config import apply_overrides, dump_yaml, from_dict, read_yaml, to_dict
+from nmt.config import (apply_overrides, check_trainable, dump_yaml, from_dict, read_yaml,
+                        to_dict)
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
@@ -73,7 +74,9 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()
     for name, over in study["models"].items():
         raw = apply_overrides(_merge(study.get("base") or {}, over or {}), list(overrides))
         raw.setdefault("train", {})["run_dir"] = str(out / name)
-        cfg = configs[name] = from_dict(raw, f"{path} (model '{name}')")
+        where = f"{path} (model '{name}')"
+        cfg = configs[name] = from_dict(raw, where)
+        check_trainable(cfg, where)
         if split not in cfg.data.splits:  # caught now, not after hours of training
             raise NmtError(f"'evaluate.split' in {path} is '{split}', which model '{name}' does "
                            f"not name in 'data.splits' (have: {', '.join(cfg.data.splits)})")
@@ -87,8 +90,18 @@ def _trained(run: Path, cfg_text: str) -> bool:
             and saved.read_text(encoding="utf-8") == cfg_text)
 
 
+_stop = None  # in a worker process: set by the study when another model has failed
+
+
+def _worker_init(stop) -> None:
+    global _stop
+    _stop = stop
+
+
 def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> dict:
     """One model of a study: train (or resume, or skip when done) and evaluate; its results."""
+    if _stop is not None and _stop.is_set():
+        raise NmtError("not started: another model failed")
     cfg = from_dict(cfg_dict, where)
     pipeline.LOG_TAG = name
     pipeline.setup_logging()
@@ -104,8 +117,7 @@ def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam:
         log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
         result = pipeline.train(cfg, resume=resume, overwrite=not resume)
         if result.interrupted:  # the checkpoint is kept: rerunning the study resumes it
-            raise NmtError(f"study: training of {name} was {result.stop_reason}; rerun the "
-                           f"study to resume it")
+            raise NmtError(f"training was {result.stop_reason}; rerun the study to resume it")
         atomic_write(run / "trained.json", json.dumps({"stop_reason": result.stop_reason}) + "\n")
         (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
     if not (report / "scores.json").is_file():
@@ -135,23 +147,38 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
         # RNN training uses one core well and two poorly: on a small machine, models side by
         # side (one thread each, train.threads) finish sooner than one after another.
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        stop = ctx.Event()
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                 initargs=(stop,)) as pool:
             # Longest budgets first, so the slowest model does not start last.
             order = sorted(jobs, key=lambda n: (-configs[n].train.max_minutes,
                                                 -configs[n].train.max_steps))
             futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
             wait(futures.values(), return_when=FIRST_EXCEPTION)
-            failed = [f for f in futures.values() if f.done() and f.exception()]
+            failed = [(n, f.exception()) for n, f in futures.items()
+                      if f.done() and not f.cancelled() and f.exception()]
             if failed:  # report the first failure now, not after the other models finish
-                pool.shutdown(wait=False, cancel_futures=True)
                 # SIGTERM: a model still training saves a checkpoint and stops (the next run
-                # of the study resumes it). The executor has no public handle on its workers.
-                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                # of the study resumes it). The executor has no public handle on its workers,
+                # and shutdown() forgets them, so they are taken first.
+                workers_now = list((getattr(pool, "_processes", None) or {}).values())
+                stop.set()
+                for f in futures.values():
+                    f.cancel()
+                for proc in workers_now:
                     proc.terminate()
-                raise failed[0].exception()
+                name, exc = failed[0]
+                if isinstance(exc, NmtError):
+                    raise NmtError(f"study model '{name}': {exc}") from None
+                raise exc
             results = {name: futures[name].result() for name in jobs}
     else:
-        results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
+        results = {}
+        for name, job in jobs.items():
+            try:
+                results[name] = _train_and_evaluate(*job)
+            except NmtError as e:
+                raise NmtError(f"study model '{name}': {e}") from None
     table = bucket_table(results)
     atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
     summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "

@@ -29,7 +29,7 @@ from nmt.checkpoint import (load_checkpoint, model_payload, save_checkpoint, ste
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.data.batching import Batch, BucketBatcher
 from nmt.data.tokenizer import PAD, Tokenizer
-from nmt.distributed import DistInfo, all_reduce_flag, barrier
+from nmt.distributed import DistInfo, all_reduce_flag, all_reduce_max, barrier
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 
@@ -179,6 +179,7 @@ class Trainer:
         self.stop_reason: Optional[str] = None
         self._clock = time.time()
         self._signal: Optional[str] = None
+        self.interrupted = False  # stopped by a signal (on any rank): checkpointed, unfinished
         self.main = dist.rank == 0
         self.metrics_path = run_dir / "metrics.jsonl"
         self.tb = self._tensorboard() if self.main else None
@@ -241,10 +242,6 @@ class Trainer:
                  f"batch {self.p.batch_in_epoch})")
 
     # ---------------------------------------------------------------- signals
-    @property
-    def interrupted(self) -> bool:
-        return bool(self._signal) or (self.stop_reason or "").startswith("stopped by")
-
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._signal = signal.Signals(signum).name
 
@@ -364,6 +361,20 @@ class Trainer:
             return f"reached max_minutes={tc.max_minutes:g}"
         return None
 
+    def _stop_check(self) -> Optional[str]:
+        """Why to stop now, if at all: a signal or a limit. Ranks decide together (the strongest
+        reason on any rank wins), so all of them take the same path to the end of the run."""
+        reason = f"interrupted by {self._signal}" if self._signal else self._limits_reached()
+        code = 2 if self._signal else int(reason is not None)
+        if self.dist.world > 1:
+            agreed = all_reduce_max(code, self.device)
+            if agreed > code:
+                reason = ("interrupted on another rank" if agreed == 2
+                          else "a limit was reached on another rank")
+            code = agreed
+        self.interrupted = code == 2
+        return reason
+
     def _validate_and_checkpoint(self) -> None:
         stop = 0
         if self.main and not self.valid_batches:
@@ -403,7 +414,7 @@ class Trainer:
         log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0
         self._runs = {"nan": 0, "oom": 0}
         try:
-            self.stop_reason = self._limits_reached()  # a resumed run may have no budget left
+            self.stop_reason = self._stop_check()  # a resumed run may have no budget left
             while self.stop_reason is None:
                 if tc.max_epochs and self.p.epoch >= tc.max_epochs:
                     self.stop_reason = f"reached max_epochs={tc.max_epochs}"
@@ -445,12 +456,7 @@ class Trainer:
                     if self.p.step % tc.valid_every == 0:
                         self._validate_and_checkpoint()
                         last_valid_step = self.p.step
-                    reason = self._limits_reached()
-                    if self._signal:
-                        reason = f"interrupted by {self._signal}"
-                    # Ranks must stop together: any rank's limit or signal stops all of them.
-                    if self.dist.world > 1 and all_reduce_flag(reason is not None, self.device):
-                        reason = reason or "stopped by another rank"
+                    reason = self._stop_check()
                     if reason or self.stop_reason:
                         self.stop_reason = self.stop_reason or reason
                         break

@@ -431,7 +431,8 @@ def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(study_mod.pipeline, "train", ctrl_c)
     assert main(["study", str(path), "--out", str(out)]) == 2
-    assert "training of seq2seq was interrupted by SIGINT" in capsys.readouterr().err
+    assert ("study model 'seq2seq': training was interrupted by SIGINT; rerun the study to "
+            "resume it") in capsys.readouterr().err
     assert not (out / "seq2seq" / "trained.json").exists()
     assert not (out / "study.json").exists()
     monkeypatch.setattr(study_mod.pipeline, "train", real_train)
@@ -479,6 +480,22 @@ def test_parallel_study_trains_side_by_side_to_the_same_results(study, tmp_path)
     for name in got:  # same seed, data and steps: the same model, whichever process trained it
         assert got[name]["bleu"] == want[name]["bleu"]
         assert got[name]["params"] == want[name]["params"]
+
+
+def test_parallel_study_stops_at_the_first_failed_model(tmp_path):
+    slow = {"model": MODELS["seq2seq"], "train": {"max_steps": 0, "max_minutes": 10}}
+    broken = {"model": MODELS["rnnsearch"],
+              "data": {"source": "local", "path": str(tmp_path / "missing")}}
+    path = write_study(tmp_path / "study.yaml", parallel=2,
+                       models={"slow": slow, "broken": broken})
+    out = tmp_path / "out"
+    # without the early stop this would take the slow model's 10 minutes
+    proc = subprocess.run([sys.executable, "-m", "nmt", "study", str(path), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 2
+    assert f"study model 'broken': data directory not found: {tmp_path / 'missing'}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (out / "study.json").exists() and not (out / "slow" / "trained.json").exists()
 
 
 def test_study_parallel_must_be_a_positive_integer(tmp_path, capsys):

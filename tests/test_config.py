@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, make_config
 from nmt import cli
 from nmt.config import (Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig,
-                        docs_markdown, load_config)
+                        check_trainable, docs_markdown, load_config)
 from nmt.errors import NmtError
 
 MINIMAL = "data:\n  source: synthetic\nmodel:\n  arch: rnnsearch\n"
@@ -213,10 +213,11 @@ def test_length_buckets_must_be_strictly_increasing_positive(write, buckets):
     assert "'eval.buckets'" in msg and "strictly increasing" in msg
 
 
-def test_plateau_schedule_needs_a_validation_split(write):
+def test_plateau_schedule_needs_a_validation_split_to_train(write):
     text = MINIMAL.replace("data:\n", "data:\n  splits: {train: train}\n", 1)
-    msg = error_of(write(text + "train:\n  schedule: plateau\n"))
-    assert "'train.schedule: plateau'" in msg and "'valid'" in msg
+    cfg = load_config(write(text + "train:\n  schedule: plateau\n"))  # loading a run is fine
+    with pytest.raises(NmtError, match="'train.schedule: plateau' in cfg.yaml needs a validation"):
+        check_trainable(cfg, "cfg.yaml")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -94,15 +94,20 @@ def test_resume_refuses_changed_model(tmp_path):
         pipeline.train(load_config(cfg, ["model.d_model=64", "train.max_steps=6"]), resume=True)
 
 
-def test_resume_refuses_a_changed_seed_or_precision(tmp_path):
+def test_resume_refuses_settings_that_would_change_the_continued_run(tmp_path):
     cfg = write_config(tmp_path, "transformer", max_steps=3)
     pipeline.train(load_config(cfg))
     # a new seed reorders the batches, so "continue at batch N" would repeat and skip data
     with pytest.raises(NmtError, match="'train.seed' is 8 but the run .* used 7"):
         pipeline.train(load_config(cfg, ["train.seed=8", "train.max_steps=6"]), resume=True)
-    with pytest.raises(NmtError, match="'train.precision'"):
-        pipeline.train(load_config(cfg, ["train.precision=bf16", "train.max_steps=6"]),
-                       resume=True)
+    for change in ("train.precision=bf16", "train.optimizer=adamw", "train.accum_steps=2",
+                   "train.schedule=noam", "train.early_stop_metric=loss"):
+        with pytest.raises(NmtError, match=f"'{change.split('=')[0]}'"):
+            pipeline.train(load_config(cfg, [change, "train.max_steps=6"]), resume=True)
+    # limits and logging may change
+    result = pipeline.train(load_config(cfg, ["train.max_steps=5", "train.log_every=1"]),
+                            resume=True)
+    assert load_checkpoint(step_checkpoints(result.run)[-1])["step"] == 5
 
 
 def test_resume_of_a_finished_run_trains_no_extra_step(tmp_path):
@@ -114,6 +119,30 @@ def test_resume_of_a_finished_run_trains_no_extra_step(tmp_path):
     assert [m["step"] for m in metrics(result.run) if m["split"] == "valid"] == [4]
 
 
+def test_resume_after_a_signal_validates_the_unvalidated_last_steps(tmp_path, monkeypatch):
+    import nmt.train as train_mod
+
+    real_step = train_mod.Trainer.train_step
+
+    def ctrl_c_after_step_3(self, batches):
+        out = real_step(self, batches)
+        if self.p.step == 2:  # this is the 3rd step: p.step is incremented after train_step
+            self._signal = "SIGINT"
+        return out
+
+    cfg = write_config(tmp_path, "seq2seq", max_steps=10, valid_every=2)
+    monkeypatch.setattr(train_mod.Trainer, "train_step", ctrl_c_after_step_3)
+    first = pipeline.train(load_config(cfg))
+    assert first.interrupted and first.stop_reason == "interrupted by SIGINT"
+    assert [m["step"] for m in metrics(first.run) if m["split"] == "valid"] == [2]
+    monkeypatch.setattr(train_mod.Trainer, "train_step", real_step)
+    # the budget is already spent: no step is trained, but step 3 still gets its validation
+    again = pipeline.train(load_config(cfg, ["train.max_steps=3"]), resume=True)
+    assert not again.interrupted and again.stop_reason == "reached max_steps=3"
+    assert [m["step"] for m in metrics(again.run) if m["split"] == "valid"] == [2, 3]
+    assert load_checkpoint(again.run / "best.pt")["step"] in (2, 3)
+
+
 def test_without_a_validation_split_best_is_the_latest_model(tmp_path):
     cfg = write_config(tmp_path, "seq2seq", max_steps=6, valid_every=2)
     run = pipeline.train(load_config(cfg, ["data.splits={train: train}"])).run
@@ -121,10 +150,14 @@ def test_without_a_validation_split_best_is_the_latest_model(tmp_path):
     assert not [m for m in metrics(run) if m["split"] == "valid"]
 
 
-def test_patience_without_a_validation_split_is_a_config_error(tmp_path):
+def test_patience_without_a_validation_split_is_a_config_error(tmp_path, capsys):
     cfg = write_config(tmp_path, "seq2seq", patience=2)
-    with pytest.raises(NmtError, match="'train.patience' .* needs a validation split"):
-        load_config(cfg, ["data.splits={train: train}"])
+    assert main(["train", str(cfg), "--set", "data.splits={train: train}"]) == 2
+    err = capsys.readouterr().err
+    assert f"'train.patience' in {cfg} needs a validation split" in err
+    assert not (tmp_path / "run").exists()
+    # a stored run is never refused by a training-only check
+    load_config(cfg, ["data.splits={train: train}"])
 
 
 def test_existing_run_dir_is_not_overwritten_without_flag(tmp_path, capsys):
@@ -226,16 +259,29 @@ def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
     assert json.loads((report / "scores.json").read_text())["n"] == 40
 
 
-def test_nan_on_one_rank_skips_the_step_on_both_without_hanging(tmp_path):
+def _torchrun_with_fault(tmp_path: Path, fault: str, port: int) -> subprocess.CompletedProcess:
     cfg = write_config(tmp_path, "transformer", max_steps=6, log_every=1)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                           "--master_port=29534", str(ROOT / "tests" / "ddp_nan_worker.py"),
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NMT_TEST_FAULT": fault}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                           f"--master_port={port}", str(ROOT / "tests" / "ddp_fault_worker.py"),
                            "train", str(cfg)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
+
+
+def test_nan_on_one_rank_skips_the_step_on_both_without_hanging(tmp_path):
+    proc = _torchrun_with_fault(tmp_path, "nan", 29534)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "non-finite loss at step 3: step skipped" in proc.stderr
+    # rank 0 (the only writer of train.log) saw a finite loss, yet skipped the step with rank 1
+    assert "non-finite loss at step 3: step skipped" in (tmp_path / "run" / "train.log").read_text()
     # both ranks skipped the same step, so the run still ends at step 6 after 7 batches
     assert load_checkpoint(step_checkpoints(tmp_path / "run")[-1])["step"] == 6
     assert [m["step"] for m in metrics(tmp_path / "run") if m["split"] == "train"] == list(range(1, 7))
 
+
+def test_signal_on_one_rank_stops_every_rank_the_same_way(tmp_path):
+    proc = _torchrun_with_fault(tmp_path, "signal", 29535)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert "stopped at step 3: interrupted on another rank" in log
+    assert [p.name for p in step_checkpoints(tmp_path / "run")] == ["step_3.pt"]
+    assert not [m for m in metrics(tmp_path / "run") if m["split"] == "valid"]  # no validation
