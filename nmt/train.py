@@ -457,8 +457,11 @@ class Trainer:
                         self._validate_and_checkpoint()
                         last_valid_step = self.p.step
                     reason = self._stop_check()
-                    if reason or self.stop_reason:
-                        self.stop_reason = self.stop_reason or reason
+                    if self.stop_reason:  # early stopping: the run is complete, signal or not
+                        self.interrupted = False
+                        break
+                    if reason:
+                        self.stop_reason = reason
                         break
                 bar.close()
                 if self.stop_reason is None:

@@ -150,6 +150,20 @@ def test_without_a_validation_split_best_is_the_latest_model(tmp_path):
     assert not [m for m in metrics(run) if m["split"] == "valid"]
 
 
+def test_early_stopping_after_patience_validations_without_improvement(tmp_path, monkeypatch):
+    import nmt.train as train_mod
+
+    scores = iter([20.0, 25.0, 24.0, 25.0])  # BLEU: better, better, worse, not better
+    monkeypatch.setattr(train_mod.Trainer, "validate",
+                        lambda self: {"loss": 1.0, "ppl": 2.7, "bleu": next(scores)})
+    cfg = write_config(tmp_path, "seq2seq", max_steps=100, valid_every=2, patience=2)
+    result = pipeline.train(load_config(cfg))
+    assert result.stop_reason == "early stopping: no improvement in 2 validations"
+    assert not result.interrupted
+    assert [m["step"] for m in metrics(result.run) if m["split"] == "valid"] == [2, 4, 6, 8]
+    assert load_checkpoint(result.run / "best.pt")["step"] == 4  # the best validation
+
+
 def test_patience_without_a_validation_split_is_a_config_error(tmp_path, capsys):
     cfg = write_config(tmp_path, "seq2seq", patience=2)
     assert main(["train", str(cfg), "--set", "data.splits={train: train}"]) == 2
