@@ -99,7 +99,15 @@ def _worker_init(stop) -> None:
 
 
 def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> dict:
-    """One model of a study: train (or resume, or skip when done) and evaluate; its results."""
+    """One model of a study: train (or resume, or skip when done) and evaluate; its results.
+    A mistake is one line naming the model, whichever process it happened in."""
+    try:
+        return _run_model(name, cfg_dict, where, split, beam)
+    except NmtError as e:
+        raise NmtError(f"study model '{name}': {e}") from None
+
+
+def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> dict:
     if _stop is not None and _stop.is_set():
         raise NmtError("not started: another model failed")
     cfg = from_dict(cfg_dict, where)
@@ -155,7 +163,7 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
                                                 -configs[n].train.max_steps))
             futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
             wait(futures.values(), return_when=FIRST_EXCEPTION)
-            failed = [(n, f.exception()) for n, f in futures.items()
+            failed = [f.exception() for f in futures.values()
                       if f.done() and not f.cancelled() and f.exception()]
             if failed:  # report the first failure now, not after the other models finish
                 # SIGTERM: a model still training saves a checkpoint and stops (the next run
@@ -167,18 +175,10 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
                     f.cancel()
                 for proc in workers_now:
                     proc.terminate()
-                name, exc = failed[0]
-                if isinstance(exc, NmtError):
-                    raise NmtError(f"study model '{name}': {exc}") from None
-                raise exc
+                raise failed[0]
             results = {name: futures[name].result() for name in jobs}
     else:
-        results = {}
-        for name, job in jobs.items():
-            try:
-                results[name] = _train_and_evaluate(*job)
-            except NmtError as e:
-                raise NmtError(f"study model '{name}': {e}") from None
+        results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
     table = bucket_table(results)
     atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
     summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "

@@ -287,8 +287,7 @@ class Trainer:
             if self.dist.world > 1:
                 # the other ranks are waiting in a gradient all-reduce: skipping is not possible
                 raise NmtError(f"out of memory on a batch of {sum(b.n_slots for b in batches)} "
-                               f"padded tokens: lower 'data.batch_tokens' (now "
-                               f"{self.cfg.data.batch_tokens}) or use 'train.accum_steps'") from None
+                               f"padded tokens: {self._oom_advice()}") from None
             self.opt.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             return {"oom": True, "tokens": sum(b.n_slots for b in batches)}
@@ -320,6 +319,10 @@ class Trainer:
             row.update(self.score_fn(self.model))
         return row
 
+    def _oom_advice(self) -> str:
+        return (f"lower 'data.batch_tokens' (now {self.cfg.data.batch_tokens}) or use "
+                f"'train.accum_steps' for the same batch size")
+
     def _skipped(self, out: Optional[dict]) -> bool:
         """Count a skipped step (non-finite loss, or CUDA out of memory); after
         `max_bad_steps` of one kind in a row, stop with a clear error instead of going on."""
@@ -340,9 +343,7 @@ class Trainer:
             log.warning(f"out of memory on a batch of {out['tokens']} padded tokens at step "
                         f"{step}: batch skipped")
             if n >= self.tc.max_bad_steps:
-                raise NmtError(f"out of memory on {n} batches in a row: lower 'data.batch_tokens' "
-                               f"(now {self.cfg.data.batch_tokens}) or use 'train.accum_steps' "
-                               f"for the same batch size")
+                raise NmtError(f"out of memory on {n} batches in a row: {self._oom_advice()}")
         return True
 
     # ---------------------------------------------------------------- the loop
