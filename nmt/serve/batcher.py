@@ -99,6 +99,7 @@ class Batcher:
         """Queue a request; its future resolves to one TranslationResult per text."""
         job = Job(texts, self.translator.source_lengths(texts), options)
         with self._cv:
+            self._drop_cancelled()            # given up by their callers: no room taken
             if len(self._queue) >= self.queue_size:
                 waiting = sum(len(j.texts) for j in self._queue)
                 raise QueueFull(max(1, math.ceil(waiting * self._seconds_per_sentence)))
@@ -117,9 +118,7 @@ class Batcher:
     def _next_batch(self) -> Optional[list[Job]]:
         with self._cv:
             while True:
-                while self._queue and self._queue[0].future.cancelled():
-                    self._queue.popleft()
-                    self.stats.cancelled += 1
+                self._drop_cancelled()
                 if self._queue:
                     break
                 if self._stopping:
@@ -138,6 +137,13 @@ class Batcher:
             for job in batch:
                 self._queue.remove(job)
             return batch
+
+    def _drop_cancelled(self) -> None:
+        """Forget queued requests whose callers gave up (call with the lock held)."""
+        if any(j.future.cancelled() for j in self._queue):
+            kept = deque(j for j in self._queue if not j.future.cancelled())
+            self.stats.cancelled += len(self._queue) - len(kept)
+            self._queue = kept
 
     def _pick(self, options: Options) -> tuple[list[Job], bool]:
         """Queued jobs with these options, oldest first, within the token budget; and whether
