@@ -277,3 +277,54 @@ def test_serve_without_the_extra_says_how_to_install_it(monkeypatch, capsys,
     assert main(["serve", str(tiny_transformer_run)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and 'pip install -e ".[serve]"' in err
+
+
+def test_a_client_that_disconnects_is_never_decoded(translator, sources):
+    """Over a real socket (uvicorn in a thread): the second client hangs up while the worker is
+    busy, and its request is dropped instead of decoded."""
+    import socket
+
+    import uvicorn
+
+    held = Held(translator)
+    app = create_app(held, Limits(max_batch_tokens=0))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        held.release.clear()
+        answers: list[int] = []
+
+        def first() -> None:
+            import http.client
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("POST", "/v1/translate", json.dumps({"text": sources[:1]}),
+                      {"Content-Type": "application/json"})
+            answers.append(c.getresponse().status)
+
+        busy = threading.Thread(target=first)
+        busy.start()
+        assert held.started.wait(10)
+        body = json.dumps({"text": sources[1:2]}).encode()
+        with socket.create_connection(("127.0.0.1", port)) as hangs_up:
+            hangs_up.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                             b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            deadline = time.monotonic() + 10
+            while app.state.batcher.queued() < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        deadline = time.monotonic() + 10                  # the hang-up drops it from the queue
+        while app.state.batcher.queued() > 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        held.release.set()
+        busy.join(30)
+        assert answers == [200]
+        assert app.state.batcher.stats.cancelled == 1 and app.state.batcher.stats.requests == 1
+    finally:
+        held.release.set()
+        server.should_exit = True
+        thread.join(30)

@@ -92,7 +92,9 @@ class Batcher:
         return self._thread.is_alive() and not self._stopping
 
     def queued(self) -> int:
+        """Requests waiting for the worker (those whose callers gave up not counted)."""
         with self._cv:
+            self._drop_cancelled()
             return len(self._queue)
 
     def submit(self, texts: list[str], options: Options) -> Future:
