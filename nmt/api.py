@@ -20,7 +20,7 @@ import torch
 
 from nmt.checkpoint import load_model
 from nmt.config import Config
-from nmt.data.tokenizer import EOS
+from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.translate import translate_texts
@@ -63,7 +63,7 @@ class Translator:
     """A loaded model, its subwords and decoding defaults. Not thread-safe: call `translate`
     from one thread at a time (the server's decoding worker does)."""
 
-    def __init__(self, cfg: Config, model: NMTModel, tok, meta: dict,
+    def __init__(self, cfg: Config, model: NMTModel, tok: Tokenizer, meta: dict,
                  device: str | torch.device = "cpu", precision: str = "fp32") -> None:
         if precision not in PRECISIONS:
             raise NmtError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -81,7 +81,8 @@ class Translator:
     def load(cls, run_or_checkpoint: str | Path, device: str = "cpu",
              precision: str = "fp32") -> "Translator":
         """A run directory (its best checkpoint) or a checkpoint file; `precision` is the
-        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only)."""
+        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only). int8 (issue 17's
+        quantisation) would be applied here, to the loaded model, so serve gets it for free."""
         device = str(device)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise NmtError(f"device {device!r} asked for, but no CUDA device is available")

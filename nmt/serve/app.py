@@ -123,7 +123,9 @@ def _field_error(err: dict) -> str:
         return f"{where}: required field missing"
     if err["type"] == "too_short":
         return f"{where}: expected a non-empty list of sentences, got []"
-    return f"{where}: {err['msg'][0].lower()}{err['msg'][1:]}, got {json.dumps(err.get('input'))}"
+    got = json.dumps(err.get("input"), ensure_ascii=False)
+    got = got if len(got) <= 60 else got[:57] + "..."
+    return f"{where}: {err['msg'][0].lower()}{err['msg'][1:]}, got {got}"
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
