@@ -67,7 +67,7 @@ def _resume_checkpoint(cfg: Config) -> Path:
         raise NmtError(f"--resume: run directory {run} has no checkpoint to resume") from None
     saved = run / "config.yaml"
     if saved.is_file():
-        old = load_config(saved)
+        old = load_config(saved, stored=True)
         for section in COMPARED_SECTIONS:
             if getattr(old, section) != getattr(cfg, section):
                 raise NmtError(f"--resume: '{section}' in the config differs from the run in "

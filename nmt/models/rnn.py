@@ -2,9 +2,24 @@
 padding-safe packed run, and the deep output layer."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nmt.config import ModelConfig, opt
+
+
+@dataclass
+class RNNConfig(ModelConfig):
+    """Keys both RNN architectures (seq2seq, rnnsearch) have."""
+    rnn_type: Literal["gru", "lstm"] = opt("gru", "recurrent cell")
+    emb_size: int = opt(256, "embedding size", lo=1)
+    hidden_size: int = opt(512, "decoder hidden size (seq2seq: the encoder's too)", lo=1)
+    deep_output: Literal["maxout", "tanh", "none"] = opt(
+        "maxout", "deep output layer before the softmax")
 
 
 def gates(rnn_type: str) -> int:
