@@ -109,6 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key for every model, e.g. --set train.max_minutes=5")
 
+    x = sub.add_parser("export", help="export a Transformer run to another engine (CTranslate2)",
+                       description="Write a CTranslate2 model directory (model.bin, config.json, "
+                       "vocabularies, the run's sentencepiece model(s), nmt_export.json) for a "
+                       "Transformer checkpoint or run directory (its best checkpoint).")
+    x.add_argument("checkpoint", help="checkpoint file or run directory")
+    x.add_argument("--format", required=True, choices=["ctranslate2"], help="target format")
+    x.add_argument("-o", "--output", required=True, help="output model directory")
+    x.add_argument("--quantization", choices=["int8", "int8_float32", "float16"],
+                   help="weight quantization (default: float32)")
+    x.add_argument("--overwrite", action="store_true", help="replace an existing directory")
+
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
     syn = dsub.add_parser("synth", help="write the built-in synthetic corpus as text files")
@@ -195,6 +206,14 @@ def cmd_study(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(a: argparse.Namespace) -> int:
+    from nmt.export.ctranslate2 import export_ctranslate2
+
+    out = export_ctranslate2(a.checkpoint, a.output, a.quantization, a.overwrite)
+    print(f"CTranslate2 model: {out}")
+    return 0
+
+
 def cmd_data(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if a.data_command != "synth":
         parser.parse_args(["data", "--help"])
@@ -221,7 +240,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.print_help()
         return 2
     handlers = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate,
-                "compare": cmd_compare, "study": cmd_study}
+                "compare": cmd_compare, "study": cmd_study, "export": cmd_export}
     try:
         if a.command == "data":
             return cmd_data(a, parser)
