@@ -41,6 +41,8 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, help="GNMT length penalty (default: decode.alpha)")
     p.add_argument("--batch-tokens", type=_positive, help="source tokens per decoding batch")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--int8", action="store_true",
+                   help="dynamic int8 quantization of the linear layers (CPU only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,7 +171,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         a.checkpoint, split=a.split, src_file=a.src, ref_file=a.ref, beam=a.beam,
         report_dir=a.report, buckets=a.buckets, attention_plots=a.attention_plots,
         attn_layer=a.attention_layer, attn_head=a.attention_head, device=a.device,
-        progress=sys.stderr.isatty(), overrides=_decode_overrides(a))
+        progress=sys.stderr.isatty(), overrides=_decode_overrides(a), int8=a.int8)
     print(format_scores(scores))
     print(f"report: {report}")
     if a.compare:
@@ -184,7 +186,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     from nmt import pipeline
 
     return pipeline.translate(a.checkpoint, a.input, a.output, a.beam, a.nbest, a.device,
-                              _decode_overrides(a))
+                              _decode_overrides(a), int8=a.int8)
 
 
 def cmd_compare(a: argparse.Namespace) -> int:

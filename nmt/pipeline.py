@@ -24,6 +24,7 @@ from nmt.errors import NmtError
 from nmt.evaluate import bucket_bounds
 from nmt.files import atomic_write
 from nmt.models import NMTModel, build_model
+from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
 from nmt.translate import Translation, score_texts, translate_texts
 
@@ -208,9 +209,13 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         cleanup()
 
 
-def _load_for_decoding(target: str, device: str, overrides: Optional[dict]):
+def _load_for_decoding(target: str, device: str, overrides: Optional[dict], int8: bool = False):
     """A checkpoint's config, model, tokenizer and meta, with command-line decode settings."""
+    if int8:
+        check_int8_device(device)  # before loading anything
     cfg, model, tok, meta = load_model(target, device)
+    if int8:
+        model = quantize_int8(model)
     for key, value in (overrides or {}).items():
         setattr(cfg.decode, key, value)
     return cfg, model, tok, meta
@@ -220,12 +225,12 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
              ref_file: Optional[str] = None, beam: Optional[int] = None,
              report_dir: Optional[str] = None, buckets: Optional[list[int]] = None,
              attention_plots: int = 0, attn_layer: int = -1, attn_head: Optional[int] = None,
-             device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None
-             ) -> tuple[dict, Path]:
+             device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None,
+             int8: bool = False) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots."""
     from nmt.report import write_report  # matplotlib: imported only when a report is written
 
-    cfg, model, tok, meta = _load_for_decoding(target, device, overrides)
+    cfg, model, tok, meta = _load_for_decoding(target, device, overrides, int8)
     if src_file or ref_file:
         if not (src_file and ref_file):
             raise NmtError("--src and --ref must be given together")
@@ -250,7 +255,8 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
     scores.update({"checkpoint": meta["path"], "step": meta["step"], "split": name})
     ckpt = Path(meta["path"])
     run_dir = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
-    report = Path(report_dir) if report_dir else run_dir / f"eval_{name}_beam{k}"
+    report = Path(report_dir) if report_dir else \
+        run_dir / f"eval_{name}_beam{k}{'_int8' if int8 else ''}"
     write_report(report, scores, [t.text for t in out])
     if attention_plots:
         _attention_plots(out, tok, report, attention_plots)
@@ -283,10 +289,10 @@ def _format(t: Translation, index: int, nbest: int) -> list[str]:
 
 def translate(target: str, input_path: Optional[str], output_path: Optional[str],
               beam: Optional[int], nbest: int, device: str = "cpu",
-              overrides: Optional[dict] = None) -> int:
+              overrides: Optional[dict] = None, int8: bool = False) -> int:
     """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
     setup_logging()
-    cfg, model, tok, _ = _load_for_decoding(target, device, overrides)
+    cfg, model, tok, _ = _load_for_decoding(target, device, overrides, int8)
     k = cfg.decode.beam if beam is None else beam
     if nbest > k:
         raise NmtError(f"--nbest {nbest} needs a beam of at least {nbest} (beam is {k})")
