@@ -23,6 +23,7 @@ from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
 from nmt.evaluate import bucket_bounds
 from nmt.files import atomic_write
+from nmt.finetune import init_optimizer, init_weights, load_parent
 from nmt.models import NMTModel, build_model
 from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
@@ -180,6 +181,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         setup_logging(None, dist.rank)
         seed_everything(cfg.train.seed)
         tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
+        parent = load_parent(cfg) if cfg.train.init_from and not resume else None
+        tok = parent.tokenizer if parent else tok
         prep = prepare(cfg, tok)
         tok = prep.tokenizer
         valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
@@ -190,6 +193,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         setup_logging(run, dist.rank)
         log.info(prep.stats.line())
         model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+        if parent:
+            init_weights(model, parent)
         log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
         log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
                  f"{torch.get_num_threads()} threads; {dist.world} process(es)")
@@ -201,6 +206,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
             n = cfg.train.valid_max_sentences or len(valid[0])
             score_fn = _greedy_scorer(cfg, tok, valid[0][:n], valid[1][:n], dist.device)
         trainer = Trainer(cfg, model, tok, batcher, valid_batches, run, dist, score_fn)
+        if parent and cfg.train.init_optimizer:
+            init_optimizer(trainer, parent)
         if ckpt_path is not None:
             trainer.resume(ckpt_path)
         trainer.train()
