@@ -147,6 +147,11 @@ class TrainConfig:
     max_bad_steps: int = opt(5, "stop after this many consecutive non-finite losses", lo=1)
     compile: bool = opt(False, "wrap the model in torch.compile")
     progress: bool = opt(True, "show a tqdm progress bar")
+    init_from: Optional[str] = opt(None, "fine-tune: start from the weights of this run directory "
+                                         "(its best checkpoint) or checkpoint file, reusing its "
+                                         "subword models (vocab must match it)")
+    init_optimizer: bool = opt(False, "with init_from: also continue its optimiser moments and "
+                                      "schedule state (default: fresh ones)")
 
 
 @dataclass

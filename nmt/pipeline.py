@@ -23,7 +23,9 @@ from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
 from nmt.evaluate import bucket_bounds
 from nmt.files import atomic_write
+from nmt.finetune import init_optimizer, init_weights, load_parent
 from nmt.models import NMTModel, build_model
+from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
 from nmt.translate import Translation, score_texts, translate_texts
 
@@ -179,6 +181,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         setup_logging(None, dist.rank)
         seed_everything(cfg.train.seed)
         tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
+        parent = load_parent(cfg) if cfg.train.init_from and not resume else None
+        tok = parent.tokenizer if parent else tok
         prep = prepare(cfg, tok)
         tok = prep.tokenizer
         valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
@@ -189,6 +193,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         setup_logging(run, dist.rank)
         log.info(prep.stats.line())
         model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+        if parent:
+            init_weights(model, parent)
         log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
         log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
                  f"{torch.get_num_threads()} threads; {dist.world} process(es)")
@@ -200,6 +206,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
             n = cfg.train.valid_max_sentences or len(valid[0])
             score_fn = _greedy_scorer(cfg, tok, valid[0][:n], valid[1][:n], dist.device)
         trainer = Trainer(cfg, model, tok, batcher, valid_batches, run, dist, score_fn)
+        if parent and cfg.train.init_optimizer:
+            init_optimizer(trainer, parent)
         if ckpt_path is not None:
             trainer.resume(ckpt_path)
         trainer.train()
@@ -208,9 +216,13 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         cleanup()
 
 
-def _load_for_decoding(target: str, device: str, overrides: Optional[dict]):
+def _load_for_decoding(target: str, device: str, overrides: Optional[dict], int8: bool = False):
     """A checkpoint's config, model, tokenizer and meta, with command-line decode settings."""
+    if int8:
+        check_int8_device(device)  # before loading anything
     cfg, model, tok, meta = load_model(target, device)
+    if int8:
+        model = quantize_int8(model)
     for key, value in (overrides or {}).items():
         setattr(cfg.decode, key, value)
     return cfg, model, tok, meta
@@ -220,12 +232,12 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
              ref_file: Optional[str] = None, beam: Optional[int] = None,
              report_dir: Optional[str] = None, buckets: Optional[list[int]] = None,
              attention_plots: int = 0, attn_layer: int = -1, attn_head: Optional[int] = None,
-             device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None
-             ) -> tuple[dict, Path]:
+             device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None,
+             int8: bool = False) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots."""
     from nmt.report import write_report  # matplotlib: imported only when a report is written
 
-    cfg, model, tok, meta = _load_for_decoding(target, device, overrides)
+    cfg, model, tok, meta = _load_for_decoding(target, device, overrides, int8)
     if src_file or ref_file:
         if not (src_file and ref_file):
             raise NmtError("--src and --ref must be given together")
@@ -250,7 +262,8 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
     scores.update({"checkpoint": meta["path"], "step": meta["step"], "split": name})
     ckpt = Path(meta["path"])
     run_dir = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
-    report = Path(report_dir) if report_dir else run_dir / f"eval_{name}_beam{k}"
+    report = Path(report_dir) if report_dir else \
+        run_dir / f"eval_{name}_beam{k}{'_int8' if int8 else ''}"
     write_report(report, scores, [t.text for t in out])
     if attention_plots:
         _attention_plots(out, tok, report, attention_plots)
@@ -283,10 +296,10 @@ def _format(t: Translation, index: int, nbest: int) -> list[str]:
 
 def translate(target: str, input_path: Optional[str], output_path: Optional[str],
               beam: Optional[int], nbest: int, device: str = "cpu",
-              overrides: Optional[dict] = None) -> int:
+              overrides: Optional[dict] = None, int8: bool = False) -> int:
     """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
     setup_logging()
-    cfg, model, tok, _ = _load_for_decoding(target, device, overrides)
+    cfg, model, tok, _ = _load_for_decoding(target, device, overrides, int8)
     k = cfg.decode.beam if beam is None else beam
     if nbest > k:
         raise NmtError(f"--nbest {nbest} needs a beam of at least {nbest} (beam is {k})")
