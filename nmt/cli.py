@@ -122,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight quantization (default: float32)")
     x.add_argument("--overwrite", action="store_true", help="replace an existing directory")
 
+    pr = sub.add_parser("prepare", help="encode the training split once into a cached, "
+                        "memory-mapped corpus (nmt train does this on first use)",
+                        description="Read the training split, train the subword models, encode "
+                        "and filter it with data.workers processes, and store ids and lengths as "
+                        "Arrow files under data.prepared_dir, keyed by the data and vocab "
+                        "sections. Every run with the same data and vocab reuses them.")
+    pr.add_argument("config", help="YAML config file")
+    pr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config key, e.g. --set data.workers=4 (repeatable)")
+
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
     syn = dsub.add_parser("synth", help="write the built-in synthetic corpus as text files")
@@ -162,11 +172,25 @@ def cmd_train(a: argparse.Namespace) -> int:
     cfg = load_config(a.config, a.set)
     check_trainable(cfg, a.config)
     if a.dry_run:
-        print(pipeline.data_report(cfg))
+        pipeline.setup_logging()
+        print(pipeline.data_report(cfg, progress=sys.stderr.isatty()))
         return 0
     pipeline.setup_logging()
     result = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume)
     print(f"run directory: {result.run}")
+    return 0
+
+
+def cmd_prepare(a: argparse.Namespace) -> int:
+    from nmt import pipeline
+    from nmt.config import load_config
+    from nmt.data.prepared import ensure_prepared, open_prepared
+
+    cfg = load_config(a.config, a.set)
+    pipeline.setup_logging()
+    path, built = ensure_prepared(cfg, progress=sys.stderr.isatty())
+    print(("prepared now" if built else "already prepared") + "; "
+          + open_prepared(path).summary())
     return 0
 
 
@@ -284,7 +308,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     handlers = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate,
                 "compare": cmd_compare, "study": cmd_study, "serve": cmd_serve,
-                "export": cmd_export}
+                "export": cmd_export, "prepare": cmd_prepare}
     try:
         if a.command == "data":
             return cmd_data(a, parser)

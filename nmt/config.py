@@ -76,6 +76,11 @@ class DataConfig:
     batch_size: int = opt(0, "if > 0, batches hold this many sentences instead of a token budget",
                           lo=0)
     lowercase: bool = opt(False, "lowercase both sides before subword training and encoding")
+    workers: int = opt(1, "processes encoding the training split in `nmt prepare` / the first "
+                          "`nmt train` (Dataset.map num_proc)", lo=1)
+    prepared_dir: Optional[str] = opt(None, "where prepared (encoded, memory-mapped) corpora are "
+                                            "cached; default $NMT_CACHE/prepared or "
+                                            "~/.cache/nmt/prepared")
 
 
 @dataclass

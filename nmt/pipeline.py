@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+import numpy as np
 import torch
 
 from nmt.checkpoint import (load_checkpoint, load_model, resolve, step_checkpoints,
@@ -18,7 +19,7 @@ from nmt.checkpoint import (load_checkpoint, load_model, resolve, step_checkpoin
 from nmt.config import Config, dump_yaml, load_config
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split, read_lines, split_lines
-from nmt.data.prepare import prepare
+from nmt.data.prepared import PreparedCorpus, prepared_corpus
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
 from nmt.evaluate import bucket_bounds
@@ -116,7 +117,8 @@ def describe_precision(cfg: Config, device: torch.device) -> str:
 
 def _valid_batches(cfg: Config, tok, src: list[str], tgt: list[str]) -> list:
     s, t = tok.encode_src(src), tok.encode_tgt(tgt)
-    b = BucketBatcher(s, t, cfg.data.batch_tokens, cfg.data.batch_size, seed=0)
+    b = BucketBatcher.from_lists(s, t, cfg.data.batch_tokens, cfg.data.batch_size, seed=0,
+                                 prefetch=0)
     return [b.batch(ix) for ix in b.epoch(0)]
 
 
@@ -130,31 +132,54 @@ def _greedy_scorer(cfg: Config, tok, src: list[str], ref: list[str],
     return score
 
 
-def data_report(cfg: Config) -> str:
+def _batch_stats(batcher: BucketBatcher) -> str:
+    """Batches per epoch, tokens, sentences and padding of epoch 0, from the lengths alone."""
+    batches = batcher.epoch(0)
+    sizes = np.array([len(b) for b in batches])
+    order = np.concatenate(batches)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ls, lt = batcher.src_len[order], batcher.tgt_len[order] + 1
+    slots = (sizes * (np.maximum.reduceat(ls, starts) + np.maximum.reduceat(lt, starts))).sum()
+    real = ls.sum() + lt.sum()
+    return (f"batches per epoch: {len(batches)}, mean {lt.sum() / len(batches):.0f} target "
+            f"tokens and {sizes.mean():.1f} sentences per batch, padding "
+            f"{100 * (1 - real / slots):.1f}%")
+
+
+def data_report(cfg: Config, progress: bool = False) -> str:
     """Corpus and batch statistics without training (`nmt train --dry-run`)."""
-    prep = prepare(cfg)
-    tok = prep.tokenizer
-    batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
-                            cfg.data.batch_size, cfg.train.seed)
-    batches = [batcher.batch(ix) for ix in batcher.epoch(0)]
-    real = sum(b.n_tokens + b.n_src_tokens for b in batches)
-    slots = sum(b.n_slots for b in batches)
-    tgt_tok = sum(b.n_tokens for b in batches)
+    corpus = prepared_corpus(cfg, progress)
+    tok = corpus.tokenizer
+    batcher = corpus.batcher(cfg.data, cfg.train.seed)
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
-    lines = [prep.stats.line(),
+    lines = [corpus.summary(),
              f"subwords: {cfg.vocab.type}, {'joint' if tok.joint else 'separate'} vocabulary, "
              f"source {tok.src_vocab_size} / target {tok.tgt_vocab_size} pieces",
-             f"train tokens: source {sum(map(len, prep.train_src))}, target "
-             f"{sum(len(t) + 1 for t in prep.train_tgt)} (with EOS)",
-             f"batches per epoch: {len(batches)}, mean {tgt_tok / len(batches):.0f} target tokens "
-             f"and {sum(b.src.size(0) for b in batches) / len(batches):.1f} sentences per batch, "
-             f"padding {100 * (1 - real / slots):.1f}%"]
+             f"train tokens (kept pairs): source {int(batcher.src_len.sum())}, target "
+             f"{int(batcher.tgt_len.sum()) + len(batcher)} (with EOS)",
+             _batch_stats(batcher)]
     for role in cfg.data.splits:
         if role != "train":
             src, _ = load_split(cfg.data, role)
             lines.append(f"{role} ({cfg.data.splits[role]}): {len(src)} pairs, unfiltered")
     lines.append(f"model {cfg.model.arch}: {model.num_parameters():,} parameters")
     return "\n".join(lines)
+
+
+def _training_corpus(cfg: Config, rank: int, ckpt_tok) -> PreparedCorpus:
+    """Rank 0 prepares (on first use) while the other ranks wait; every rank then maps the same
+    files. A resumed run must find the subwords it was trained with."""
+    if rank == 0:
+        corpus = prepared_corpus(cfg)
+        barrier()
+    else:
+        barrier()
+        corpus = prepared_corpus(cfg)
+    if ckpt_tok is not None and (ckpt_tok.src_proto, ckpt_tok.tgt_proto) != (
+            corpus.tokenizer.src_proto, corpus.tokenizer.tgt_proto):
+        raise NmtError(f"--resume: the prepared corpus {corpus.path} was encoded with other "
+                       f"subword models than the run's checkpoint; delete it to re-prepare")
+    return corpus
 
 
 @dataclass
@@ -183,23 +208,24 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
         parent = load_parent(cfg) if cfg.train.init_from and not resume else None
         tok = parent.tokenizer if parent else tok
-        prep = prepare(cfg, tok)
-        tok = prep.tokenizer
+        corpus = _training_corpus(cfg, dist.rank, tok)
+        tok = corpus.tokenizer
         valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
         run = Path(cfg.train.run_dir)
         if dist.rank == 0:
             run = _create_run_dir(cfg, overwrite and not resume, tok)
         barrier()
         setup_logging(run, dist.rank)
-        log.info(prep.stats.line())
+        log.info(corpus.stats.line())
+        log.info(f"training corpus: {corpus.path} (memory-mapped)")
         model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
         if parent:
             init_weights(model, parent)
         log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
         log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
                  f"{torch.get_num_threads()} threads; {dist.world} process(es)")
-        batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
-                                cfg.data.batch_size, cfg.train.seed, dist.rank, dist.world)
+        batcher = corpus.batcher(cfg.data, cfg.train.seed, dist.rank, dist.world,
+                                 pin=dist.device.type == "cuda")
         score_fn, valid_batches = None, []
         if valid is not None and dist.rank == 0:
             valid_batches = _valid_batches(cfg, tok, *valid)

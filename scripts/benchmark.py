@@ -50,8 +50,7 @@ def train_worker(args: argparse.Namespace) -> dict:
     import torch
 
     from nmt.config import load_config
-    from nmt.data.batching import BucketBatcher
-    from nmt.data.prepare import prepare
+    from nmt.data.prepared import prepared_corpus
     from nmt.models import build_model
     from nmt.train import autocast_for, loss_fn, peak_memory_mb, resolve_device
 
@@ -60,10 +59,9 @@ def train_worker(args: argparse.Namespace) -> dict:
     cfg = load_config(args.config, args.set)
     device = resolve_device(cfg.train)
     torch.manual_seed(0)
-    prep = prepare(cfg)
-    tok = prep.tokenizer
-    batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
-                            cfg.data.batch_size, seed=1)
+    corpus = prepared_corpus(cfg)
+    tok = corpus.tokenizer
+    batcher = corpus.batcher(cfg.data, seed=1)
     order = batcher.epoch(0)
     need = args.warmup + args.steps * args.repeats
     batches = [batcher.batch(order[i % len(order)]) for i in range(need)]
