@@ -221,7 +221,7 @@ def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, monkeypatch)
     assert "non-finite loss" in log and "2 in total" in log
     assert load_checkpoint(step_checkpoints(run)[-1])["step"] == 6
 
-    monkeypatch.setattr(train_mod, "loss_fn", lambda *a: torch.tensor(float("inf")))
+    monkeypatch.setattr(train_mod, "loss_fn", lambda logits, *a: logits.sum() * float("inf"))
     with pytest.raises(NmtError, match="5 consecutive steps with a non-finite loss"):
         pipeline.train(load_config(write_config(tmp_path / "y", "transformer", max_steps=20)))
 
