@@ -6,6 +6,7 @@ the checkpoint, so a resumed run continues bit-for-bit like an uninterrupted one
 """
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -173,9 +174,12 @@ class Trainer:
             # Parameters start equal on every rank (DDP broadcasts rank 0's); dropout differs.
             seed_everything(rank_seed(self.tc.seed, dist.rank))
             # The only buffers are constant (the sinusoid table): nothing to broadcast per step.
-            self.net = torch.nn.parallel.DistributedDataParallel(
-                self.net, device_ids=[dist.local_rank] if self.device.type == "cuda" else None,
-                broadcast_buffers=False)
+            ddp = torch.nn.parallel.DistributedDataParallel
+            no_sync = ({"forward_sync_buffers": False}  # its newer name (torch >= 2.12)
+                       if "forward_sync_buffers" in inspect.signature(ddp).parameters
+                       else {"broadcast_buffers": False})
+            self.net = ddp(self.net, device_ids=[dist.local_rank] if self.device.type == "cuda"
+                           else None, **no_sync)
         if self.tc.compile:
             # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
             self.net = torch.compile(self.net)
@@ -341,15 +345,14 @@ class Trainer:
             code = self._local_stop_code()
             flags = torch.tensor([float(code == 2), float(code == 1)]).to(self.device,
                                                                          non_blocking=True)
-            stats = torch.cat([torch.stack(stats), n_all, flags])
-            all_reduce_sum_(stats)
+            stats = torch.cat([all_reduce_sum_(torch.cat([torch.stack(stats), flags])), n_all])
         else:
             stats = torch.stack(stats)
         read = stats.tolist()  # the step's one device -> host read
         total_loss, any_bad_loss, any_bad_grad = read[:3]
-        n_tok = read[3] if world > 1 else float(n_local)
+        n_tok = read[5] if world > 1 else float(n_local)
         if world > 1:
-            self._agreed_stop = 2 if read[4] > 0 else int(read[5] > 0)
+            self._agreed_stop = 2 if read[3] > 0 else int(read[4] > 0)
             self._own_stop = code
         if any_bad_loss or any_bad_grad:
             self.opt.zero_grad(set_to_none=True)
