@@ -158,3 +158,21 @@ def test_tf32_is_on_by_default():
     assert TrainConfig().tf32 is True and TrainConfig().precision == "auto"
 
 
+
+
+def test_decoding_device_is_the_training_device_and_cuda_without_cuda_is_one_line(monkeypatch):
+    from conftest import make_config
+    from nmt.pipeline import decoding_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    trained_on_gpu = make_config(data={"source": "synthetic"}, train={"device": "cuda"})
+    assert decoding_device(None, trained_on_gpu) == CPU  # this machine has no GPU
+    with pytest.raises(NmtError, match=r"--device cuda: no CUDA device is available \(use "
+                                       r"--device cpu\)"):
+        decoding_device("cuda", trained_on_gpu)
+    with pytest.raises(NmtError, match="--device: expected cpu, cuda or cuda:N, got 'gpu'"):
+        decoding_device("gpu", trained_on_gpu)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert decoding_device(None, trained_on_gpu).type == "cuda"
+    trained_on_cpu = make_config(data={"source": "synthetic"}, train={"device": "cpu"})
+    assert decoding_device(None, trained_on_cpu) == CPU
