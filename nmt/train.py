@@ -286,10 +286,8 @@ class Trainer:
         return old
 
     # ---------------------------------------------------------------- steps
-    def _forward_loss(self, batch: Batch, src_lengths: Optional[torch.Tensor] = None
-                      ) -> torch.Tensor:
-        lengths = host_lengths(src_lengths) if src_lengths is not None else nullcontext()
-        with self.autocast, lengths:
+    def _forward_loss(self, batch: Batch) -> torch.Tensor:
+        with self.autocast:
             logits = self.net(batch.src, batch.src_mask, batch.tgt_in)
         return loss_fn(logits, batch.tgt_out, self.tc.label_smoothing)
 
@@ -318,13 +316,14 @@ class Trainer:
         try:
             for i, b in enumerate(batches):
                 # known on the host: a packing RNN then needs no device read
-                lengths = b.src_mask.sum(1) if b.src_mask.device.type == "cpu" else None
+                lengths = (host_lengths(b.src_mask.sum(1)) if b.src_mask.device.type == "cpu"
+                           else nullcontext())
                 b = b.to(self.device)
                 sync = (world == 1 or i == len(batches) - 1)
-                with nullcontext() if sync else self.net.no_sync():
+                with nullcontext() if sync else self.net.no_sync(), lengths:
                     # A non-finite loss still runs backward (under DDP every rank must take
                     # part in the all-reduce); the step is dropped on all ranks below.
-                    loss = self._forward_loss(b, lengths)
+                    loss = self._forward_loss(b)
                     self.scaler.scale(loss * scale).backward()
                 loss_sum += loss.detach()
         except torch.cuda.OutOfMemoryError:
