@@ -40,7 +40,9 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=_positive, help="beam size (1 = greedy; default: decode.beam)")
     p.add_argument("--alpha", type=float, help="GNMT length penalty (default: decode.alpha)")
     p.add_argument("--batch-tokens", type=_positive, help="source tokens per decoding batch")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda or cuda:N (default: the run's training device where this "
+                        "machine has it, else cpu)")
     p.add_argument("--int8", action="store_true",
                    help="dynamic int8 quantization of the linear layers (CPU only)")
 

@@ -118,8 +118,10 @@ class TrainConfig:
     max_epochs: int = opt(0, "stop after this many epochs (0 = no limit)", lo=0)
     max_minutes: float = opt(0.0, "wall-clock budget in minutes; stops cleanly with a checkpoint "
                                   "(0 = no limit)", lo=0.0)
-    precision: Literal["fp32", "bf16", "fp16"] = opt(
-        "fp32", "autocast precision: bf16 on CPU or CUDA, fp16 on CUDA only (with a GradScaler)")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = opt(
+        "auto", "autocast precision: bf16 on CPU or CUDA, fp16 on CUDA only (with a GradScaler); "
+                "auto = bf16 where this machine runs it faster (a CUDA GPU with bf16, a CPU with "
+                "AVX512-BF16 or AMX), else fp32")
     device: Literal["auto", "cpu", "cuda"] = opt("auto", "auto = cuda when available")
     threads: int = opt(0, "torch intra-op threads on CPU (0 = torch's default)", lo=0)
     optimizer: Literal["adam", "adamw"] = opt("adam", "optimiser")
@@ -157,6 +159,10 @@ class TrainConfig:
                                          "subword models (vocab must match it)")
     init_optimizer: bool = opt(False, "with init_from: also continue its optimiser moments and "
                                       "schedule state (default: fresh ones)")
+    tf32: bool = opt(True, "let CUDA fp32 matmuls and convolutions use TF32 tensor cores")
+    dist_timeout_minutes: float = opt(30.0, "under torchrun: how long a rank waits in a "
+                                            "collective (e.g. while rank 0 validates) before "
+                                            "the job fails", lo=0.0, lo_open=True)
 
 
 @dataclass

@@ -120,7 +120,7 @@ def test_set_without_equals_is_an_error(write):
     ("model", "layers", "2.5", "expected int"),             # float for int
     ("vocab", "joint", "1", "expected bool"),               # int for bool
     ("data", "src_lang", "[de, en]", "expected str"),       # list for str
-    ("train", "precision", "fp8", "expected fp32 | bf16 | fp16"),
+    ("train", "precision", "fp8", "expected auto | fp32 | bf16 | fp16"),
     ("train", "betas", "0.9", "expected list of float"),
 ])
 def test_wrong_type_names_key_file_and_expected_type(write, section, key, value, expected):

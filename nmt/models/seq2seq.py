@@ -24,7 +24,7 @@ from nmt.config import opt
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.rnn import DeepOutput, RNNConfig, gates, make_rnn, run_packed
+from nmt.models.rnn import DeepOutput, RNNConfig, gates, make_rnn, run_packed, run_rnn
 
 
 @dataclass
@@ -82,10 +82,11 @@ class Seq2Seq(NMTModel):
         x = torch.cat([y, c], -1) if self.feed_context else y
         h0 = state["h"].transpose(0, 1).contiguous()                    # [L, B, H] for cuDNN
         if self.rnn_type == "lstm":
-            s, (h, cell) = self.decoder(x, (h0, state["cell"].transpose(0, 1).contiguous()))
+            c0 = state["cell"].transpose(0, 1).contiguous()
+            s, (h, cell) = run_rnn(self.decoder, x, (h0, c0))
             new = {"cell": cell.transpose(0, 1)}
         else:
-            s, h = self.decoder(x, h0)
+            s, h = run_rnn(self.decoder, x, h0)
             new = {}
         feats = torch.cat([self.drop(s), y, c], -1) if self.feed_context else self.drop(s)
         new.update(h=h.transpose(0, 1), context=state["context"])
