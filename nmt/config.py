@@ -331,16 +331,30 @@ def _all_keys(cls: type, prefix: str = "") -> list[str]:
 
 def _unknown(key: str, where: str, cls: type = None, prefix: str = "") -> NmtError:  # type: ignore[assignment]
     """An unknown key, with the closest key of its own section (or of the whole config)."""
-    pool = [prefix + f.name for f in dataclasses.fields(cls)] if cls else _all_keys(Config)
+    own = [prefix + f.name for f in dataclasses.fields(cls)] if cls else _all_keys(Config)
+    arch = getattr(cls, "arch_name", None) if cls is not None else None
+    if arch is None:
+        close = difflib.get_close_matches(key, own, n=1, cutoff=0.6)
+        return NmtError(f"unknown key '{key}' in {where}"
+                        + (f"; did you mean '{close[0]}'?" if close else ""))
+
+    def owners(name: str) -> list[str]:
+        return [n for n, c in model_classes().items()
+                if name in {f.name for f in dataclasses.fields(c)}]
+
+    if owners(key.removeprefix(prefix)):
+        return NmtError(f"unknown key '{key}' in {where}: the '{arch}' architecture has no "
+                        f"such key (it belongs to {', '.join(owners(key.removeprefix(prefix)))})")
+    # A misspelt key: suggest the closest key of any architecture, saying whose it is.
+    pool = list(dict.fromkeys(own + [prefix + f.name for c in model_classes().values()
+                                     for f in dataclasses.fields(c)]))
     close = difflib.get_close_matches(key, pool, n=1, cutoff=0.6)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    if cls is not None and issubclass(cls, ModelConfig) and cls is not ModelConfig:
-        owners = [n for n, c in model_classes().items()
-                  if key.removeprefix(prefix) in {f.name for f in dataclasses.fields(c)}]
-        if owners:
-            return NmtError(f"unknown key '{key}' in {where}: the '{cls.arch_name}' "
-                            f"architecture has no such key (it belongs to "
-                            f"{', '.join(owners)})")
+    if not close:
+        return NmtError(f"unknown key '{key}' in {where}")
+    hint = f"; did you mean '{close[0]}'?"
+    if close[0] not in own:
+        hint += (f" (a key of {', '.join(owners(close[0].removeprefix(prefix)))}, not of the "
+                 f"'{arch}' architecture)")
     return NmtError(f"unknown key '{key}' in {where}{hint}")
 
 
