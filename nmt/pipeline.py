@@ -171,15 +171,16 @@ def data_report(cfg: Config, progress: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _training_corpus(cfg: Config, rank: int, ckpt_tok) -> PreparedCorpus:
+def _training_corpus(cfg: Config, rank: int, ckpt_tok, parent_tok=None) -> PreparedCorpus:
     """Rank 0 prepares (on first use) while the other ranks wait; every rank then maps the same
-    files. A resumed run must find the subwords it was trained with."""
+    files. A resumed run must find the subwords it was trained with; a fine-tuned run (parent_tok)
+    is encoded with its parent's."""
     if rank == 0:
-        corpus = prepared_corpus(cfg)
+        corpus = prepared_corpus(cfg, tokenizer=parent_tok)
         barrier()
     else:
         barrier()
-        corpus = prepared_corpus(cfg)
+        corpus = prepared_corpus(cfg, tokenizer=parent_tok)
     if ckpt_tok is not None and (ckpt_tok.src_proto, ckpt_tok.tgt_proto) != (
             corpus.tokenizer.src_proto, corpus.tokenizer.tgt_proto):
         raise NmtError(f"--resume: the prepared corpus {corpus.path} was encoded with other "
@@ -213,7 +214,9 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
         parent = load_parent(cfg) if cfg.train.init_from and not resume else None
         tok = parent.tokenizer if parent else tok
-        corpus = _training_corpus(cfg, dist.rank, tok)
+        # A fine-tuned run is encoded with its parent's subwords (on resume, its checkpoint's:
+        # the same ones), never with new ones trained on the new data.
+        corpus = _training_corpus(cfg, dist.rank, tok, tok if cfg.train.init_from else None)
         tok = corpus.tokenizer
         valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
         run = Path(cfg.train.run_dir)
