@@ -301,9 +301,13 @@ def model_classes() -> dict[str, type]:
 
 def _model_class(raw: Any, where: str) -> type:
     """The config dataclass of the architecture a raw `model:` mapping names."""
-    arch = raw.get("arch") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        return ModelConfig  # _build reports the section's type
+    arch = raw.get("arch")
+    if "arch" not in raw:  # before any key it would call unknown
+        raise NmtError(f"missing required key 'model.arch' in {where}")
     if not isinstance(arch, str):
-        return ModelConfig  # _build reports the missing or mistyped key
+        raise NmtError(f"wrong type for 'model.arch' in {where}: expected str, got {arch!r}")
     classes = model_classes()
     if arch not in classes:
         close = difflib.get_close_matches(arch, classes, n=1, cutoff=0.5)
