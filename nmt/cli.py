@@ -40,7 +40,11 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=_positive, help="beam size (1 = greedy; default: decode.beam)")
     p.add_argument("--alpha", type=float, help="GNMT length penalty (default: decode.alpha)")
     p.add_argument("--batch-tokens", type=_positive, help="source tokens per decoding batch")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda or cuda:N (default: the run's training device where this "
+                        "machine has it, else cpu)")
+    p.add_argument("--int8", action="store_true",
+                   help="dynamic int8 quantization of the linear layers (CPU only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,6 +113,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key for every model, e.g. --set train.max_minutes=5")
 
+    x = sub.add_parser("export", help="export a Transformer run to another engine (CTranslate2)",
+                       description="Write a CTranslate2 model directory (model.bin, config.json, "
+                       "vocabularies, the run's sentencepiece model(s), nmt_export.json) for a "
+                       "Transformer checkpoint or run directory (its best checkpoint).")
+    x.add_argument("checkpoint", help="checkpoint file or run directory")
+    x.add_argument("--format", required=True, choices=["ctranslate2"], help="target format")
+    x.add_argument("-o", "--output", required=True, help="output model directory")
+    x.add_argument("--quantization", choices=["int8", "int8_float32", "float16"],
+                   help="weight quantization (default: float32)")
+    x.add_argument("--overwrite", action="store_true", help="replace an existing directory")
+
+    pr = sub.add_parser("prepare", help="encode the training split once into a cached, "
+                        "memory-mapped corpus (nmt train does this on first use)",
+                        description="Read the training split, train the subword models, encode "
+                        "and filter it with data.workers processes, and store ids and lengths as "
+                        "Arrow files under data.prepared_dir, keyed by the data and vocab "
+                        "sections. Every run with the same data and vocab reuses them.")
+    pr.add_argument("config", help="YAML config file")
+    pr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config key, e.g. --set data.workers=4 (repeatable)")
+
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
     syn = dsub.add_parser("synth", help="write the built-in synthetic corpus as text files")
@@ -149,11 +174,25 @@ def cmd_train(a: argparse.Namespace) -> int:
     cfg = load_config(a.config, a.set)
     check_trainable(cfg, a.config)
     if a.dry_run:
-        print(pipeline.data_report(cfg))
+        pipeline.setup_logging()
+        print(pipeline.data_report(cfg, progress=sys.stderr.isatty()))
         return 0
     pipeline.setup_logging()
     result = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume)
     print(f"run directory: {result.run}")
+    return 0
+
+
+def cmd_prepare(a: argparse.Namespace) -> int:
+    from nmt import pipeline
+    from nmt.config import load_config
+    from nmt.data.prepared import ensure_prepared, open_prepared
+
+    cfg = load_config(a.config, a.set)
+    pipeline.setup_logging()
+    path, built = ensure_prepared(cfg, progress=sys.stderr.isatty())
+    print(("prepared now" if built else "already prepared") + "; "
+          + open_prepared(path).summary())
     return 0
 
 
@@ -177,7 +216,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         a.checkpoint, split=a.split, src_file=a.src, ref_file=a.ref, beam=a.beam,
         report_dir=a.report, buckets=a.buckets, attention_plots=a.attention_plots,
         attn_layer=a.attention_layer, attn_head=a.attention_head, device=a.device,
-        progress=sys.stderr.isatty(), overrides=_decode_overrides(a))
+        progress=sys.stderr.isatty(), overrides=_decode_overrides(a), int8=a.int8)
     print(format_scores(scores))
     print(f"report: {report}")
     if a.compare:
@@ -192,7 +231,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     from nmt import pipeline
 
     return pipeline.translate(a.checkpoint, a.input, a.output, a.beam, a.nbest, a.device,
-                              _decode_overrides(a))
+                              _decode_overrides(a), int8=a.int8)
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
@@ -211,6 +250,14 @@ def cmd_study(a: argparse.Namespace) -> int:
     pipeline.setup_logging()
     out = run_study(a.study, a.out, a.set)
     print(f"study report: {out}")
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from nmt.export.ctranslate2 import export_ctranslate2
+
+    out = export_ctranslate2(a.checkpoint, a.output, a.quantization, a.overwrite)
+    print(f"CTranslate2 model: {out}")
     return 0
 
 
@@ -262,7 +309,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.print_help()
         return 2
     handlers = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate,
-                "compare": cmd_compare, "study": cmd_study, "serve": cmd_serve}
+                "compare": cmd_compare, "study": cmd_study, "serve": cmd_serve,
+                "export": cmd_export, "prepare": cmd_prepare}
     try:
         if a.command == "data":
             return cmd_data(a, parser)
