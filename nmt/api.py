@@ -81,8 +81,9 @@ class Translator:
     def load(cls, run_or_checkpoint: str | Path, device: str = "cpu",
              precision: str = "fp32") -> "Translator":
         """A run directory (its best checkpoint) or a checkpoint file; `precision` is the
-        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only). int8 (issue 17's
-        quantisation) would be applied here, to the loaded model, so serve gets it for free."""
+        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only). int8 would go
+        here too (`nmt.models.quantize.quantize_int8` on the loaded model, CPU only), and
+        `nmt serve --int8` would pass it through."""
         device = str(device)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise NmtError(f"device {device!r} asked for, but no CUDA device is available")
