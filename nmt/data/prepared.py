@@ -65,8 +65,9 @@ def _file_sha1(path: Optional[str]) -> Optional[str]:
     return hashlib.sha1(Path(path).read_bytes()).hexdigest()
 
 
-def corpus_key(cfg: Config) -> str:
-    """The hash naming the prepared corpus of this config (any change to the ids changes it)."""
+def corpus_key(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> str:
+    """The hash naming the prepared corpus of this config (any change to the ids changes it);
+    `tokenizer`: given subword models (a fine-tuned run's parent's) instead of trained ones."""
     import sentencepiece
 
     from nmt.data import synthetic
@@ -82,7 +83,10 @@ def corpus_key(cfg: Config) -> str:
     v = cfg.vocab
     key = {"format": FORMAT, "data": data, "vocab": asdict(v), "seed": cfg.train.seed,
            "files": files, "synthetic": synthetic.VERSION, "sentencepiece": sentencepiece.__version__,
-           "models": [_file_sha1(m) for m in (v.model, v.src_model, v.tgt_model)]}
+           "models": [_file_sha1(m) for m in (v.model, v.src_model, v.tgt_model)],
+           "given": None if tokenizer is None else [
+               hashlib.sha1(b).hexdigest() if b else None
+               for b in (tokenizer.src_proto, tokenizer.tgt_proto)]}
     return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -97,10 +101,11 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def ensure_prepared(cfg: Config, progress: bool = False) -> tuple[Path, bool]:
+def ensure_prepared(cfg: Config, progress: bool = False,
+                    tokenizer: Optional[Tokenizer] = None) -> tuple[Path, bool]:
     """The prepared corpus directory for `cfg`, built now if needed; (path, built now?)."""
     root = prepared_root(cfg.data)
-    key = corpus_key(cfg)
+    key = corpus_key(cfg, tokenizer)
     final = root / key
     if (final / "meta.json").is_file():
         return final, False
@@ -113,7 +118,7 @@ def ensure_prepared(cfg: Config, progress: bool = False) -> tuple[Path, bool]:
         tmp = root / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:
-            _build(cfg, tmp, progress)
+            _build(cfg, tmp, progress, tokenizer)
             os.rename(tmp, final)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -200,7 +205,7 @@ def _id_features(ds, vocab: int):
                         "tgt_len": ds.Value("int32"), "drop": ds.Value("int8")})
 
 
-def _build(cfg: Config, out: Path, progress: bool) -> None:
+def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = None) -> None:
     ds = corpus._datasets()
     times = {}
     t0 = time.perf_counter()
@@ -209,7 +214,7 @@ def _build(cfg: Config, out: Path, progress: bool) -> None:
     log.info(f"prepare: read {len(text)} training pairs in {times['read']:.1f} s")
 
     t0 = time.perf_counter()
-    tok = _subwords(cfg, text)
+    tok = given or _subwords(cfg, text)
     tok.save(out)
     times["subwords"] = time.perf_counter() - t0
     log.info(f"prepare: subword models trained in {times['subwords']:.1f} s")
@@ -298,9 +303,11 @@ def open_prepared(path: Path) -> PreparedCorpus:
                           np.flatnonzero(drop == KEEP), files)
 
 
-def prepared_corpus(cfg: Config, progress: bool = False) -> PreparedCorpus:
-    """Prepare on first use (one code path), then map."""
-    path, _ = ensure_prepared(cfg, progress)
+def prepared_corpus(cfg: Config, progress: bool = False,
+                    tokenizer: Optional[Tokenizer] = None) -> PreparedCorpus:
+    """Prepare on first use (one code path), then map. `tokenizer`: encode with these subword
+    models (a fine-tuned run reuses its parent's) instead of training new ones."""
+    path, _ = ensure_prepared(cfg, progress, tokenizer)
     corpus_ = open_prepared(path)
     if not corpus_.kept.size:
         raise NmtError(f"the training set is empty after filtering ({corpus_.stats.line()}); "
