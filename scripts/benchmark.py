@@ -138,8 +138,7 @@ def train_worker(args: argparse.Namespace) -> dict:
     import torch
 
     from nmt.config import load_config
-    from nmt.data.batching import BucketBatcher
-    from nmt.data.prepare import prepare
+    from nmt.data.prepared import prepared_corpus
     from nmt.distributed import DistInfo
     from nmt.models import build_model
     from nmt.precision import DTYPES
@@ -151,10 +150,9 @@ def train_worker(args: argparse.Namespace) -> dict:
                                     "train.progress=false"])
     device = resolve_device(cfg.train)
     torch.manual_seed(0)
-    prep = prepare(cfg)
-    tok = prep.tokenizer
-    batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
-                            cfg.data.batch_size, seed=cfg.train.seed)
+    corpus = prepared_corpus(cfg)
+    tok = corpus.tokenizer
+    batcher = corpus.batcher(cfg.data, seed=cfg.train.seed)
     order = batcher.epoch(0)
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
     run_dir = Path(args.save_run or tempfile.mkdtemp(prefix="nmt-bench-"))

@@ -91,8 +91,7 @@ def precision_run(config: str, sets: list[str], precision: str, steps: int) -> d
     import torch
 
     from nmt.config import load_config
-    from nmt.data.batching import BucketBatcher
-    from nmt.data.prepare import prepare
+    from nmt.data.prepared import prepared_corpus
     from nmt.distributed import DistInfo
     from nmt.models import build_model
     from nmt.train import Trainer, resolve_device
@@ -100,10 +99,9 @@ def precision_run(config: str, sets: list[str], precision: str, steps: int) -> d
     cfg = load_config(config, [*sets, f"train.precision={precision}", "train.progress=false",
                                "train.clip_grad=1.0"])
     device = resolve_device(cfg.train)
-    prep = prepare(cfg)
-    tok = prep.tokenizer
-    batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
-                            cfg.data.batch_size, seed=cfg.train.seed)
+    corpus = prepared_corpus(cfg)
+    tok = corpus.tokenizer
+    batcher = corpus.batcher(cfg.data, seed=cfg.train.seed)
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
     trainer = Trainer(cfg, model, tok, batcher, [], Path(tempfile.mkdtemp()),

@@ -16,6 +16,7 @@ from nmt import cli
 from nmt.config import (Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig,
                         check_trainable, docs_markdown, load_config)
 from nmt.errors import NmtError
+from nmt.models.rnnsearch import RNNSearchConfig
 
 MINIMAL = "data:\n  source: synthetic\nmodel:\n  arch: rnnsearch\n"
 
@@ -54,7 +55,7 @@ def test_yaml_loads_into_typed_sections_with_defaults_filled(write):
     assert cfg.model.hidden_size == 128 and cfg.train.lr == 0.001
     # everything not in the file keeps its documented default
     assert cfg.vocab == VocabConfig() and cfg.decode == DecodeConfig()
-    assert cfg.model.emb_size == ModelConfig(arch="x").emb_size
+    assert cfg.model.emb_size == RNNSearchConfig(arch="rnnsearch").emb_size
     assert dataclasses.replace(cfg.train, lr=TrainConfig().lr) == TrainConfig()
 
 

@@ -8,7 +8,7 @@ import torch
 import nmt.models.dropout as dropout_mod
 import nmt.models.rnn as rnn_mod
 import nmt.precision as precision
-from nmt.config import DecodeConfig, ModelConfig
+from nmt.config import DecodeConfig, model_config
 from nmt.decode import decode_batch
 from nmt.errors import NmtError
 from nmt.models import build_model
@@ -75,8 +75,9 @@ def test_recurrent_layers_keep_their_dtype_outside_autocast():
 def test_every_architecture_trains_and_decodes_under_bf16_autocast_on_cpu(name):
     arch, kw = VARIANTS[name]
     torch.manual_seed(0)
-    model = build_model(ModelConfig(arch=arch, emb_size=16, hidden_size=32, d_model=32, heads=4,
-                                    ff=64, dropout=0.1, **kw), V, V)
+    sizes = (dict(d_model=32, heads=4, ff=64) if arch == "transformer"
+             else dict(emb_size=16, hidden_size=32))
+    model = build_model(model_config(arch, dropout=0.1, **sizes, **kw), V, V)
     src, mask = _sources()
     tgt_in = torch.tensor([[2, 5, 6, 7], [2, 8, 9, 0], [2, 10, 0, 0]])
     with torch.autocast("cpu", dtype=torch.bfloat16):
