@@ -165,6 +165,8 @@ class TrainConfig:
     max_bad_steps: int = opt(5, "stop after this many consecutive non-finite losses", lo=1)
     compile: bool = opt(False, "wrap the model in torch.compile")
     progress: bool = opt(True, "show a tqdm progress bar")
+    average_last: int = opt(0, "at the end of training, average the last N step checkpoints "
+                               "into RUN/averaged.pt (0 = off; N <= keep_last)", lo=0)
 
 
 @dataclass
@@ -177,6 +179,16 @@ class DecodeConfig:
     batch_tokens: int = opt(4000, "source-token budget per decoding batch", lo=1)
     max_input_tokens: int = opt(250, "longer inputs are truncated to this many subword tokens "
                                      "(with a warning)", lo=1)
+    no_repeat_ngram: int = opt(0, "never repeat an n-gram of this many tokens in a hypothesis "
+                                  "(0 = off)", lo=0)
+    sample: bool = opt(False, "sample tokens instead of searching (nbest = samples per "
+                              "sentence; beam is ignored)")
+    temperature: float = opt(1.0, "sampling: divide the log-probs by this", lo=0.0, lo_open=True)
+    top_k: int = opt(0, "sampling: draw from the k most probable tokens only (0 = all)", lo=0)
+    top_p: float = opt(1.0, "sampling: draw from the smallest set of tokens holding this much "
+                            "probability (1 = all)", lo=0.0, hi=1.0, lo_open=True)
+    seed: int = opt(1, "sampling: random seed (the same seed, input and batch_tokens give the "
+                       "same samples)")
 
 
 @dataclass
@@ -393,7 +405,7 @@ def validate(cfg: Config, where: str) -> Config:
     if m.arch == "transformer" and m.d_model % m.heads:
         raise NmtError(f"'model.d_model' ({m.d_model}) in {where} must be divisible by "
                        f"'model.heads' ({m.heads})")
-    if cfg.decode.nbest > cfg.decode.beam:
+    if cfg.decode.nbest > cfg.decode.beam and not cfg.decode.sample:
         raise NmtError(f"'decode.nbest' ({cfg.decode.nbest}) in {where} must be <= "
                        f"'decode.beam' ({cfg.decode.beam})")
     if v.model and not v.joint:
@@ -405,6 +417,9 @@ def validate(cfg: Config, where: str) -> Config:
     if any(a >= b for a, b in zip(bk, bk[1:])) or any(b < 1 for b in bk):
         raise NmtError(f"'eval.buckets' in {where} must be strictly increasing positive word "
                        f"counts, got {bk}")
+    if cfg.train.average_last > cfg.train.keep_last:
+        raise NmtError(f"'train.average_last' ({cfg.train.average_last}) in {where} must be <= "
+                       f"'train.keep_last' ({cfg.train.keep_last}): older checkpoints are deleted")
     if len(cfg.train.betas) != 2:
         raise NmtError(f"'train.betas' in {where} must hold two numbers")
     return cfg
@@ -420,6 +435,13 @@ def check_trainable(cfg: Config, where: str) -> None:
 
 def from_dict(raw: dict, where: str) -> Config:
     return validate(_build(Config, raw, "", where), where)
+
+
+def with_decode_options(cfg: Config, options: dict, where: str = "the command line") -> Config:
+    """cfg with `decode.KEY: value` options checked as if they stood in the config file."""
+    raw = {**dataclasses.asdict(cfg.decode), **options}
+    cfg.decode = _build(DecodeConfig, raw, "decode.", where)
+    return validate(cfg, where)
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:

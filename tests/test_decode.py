@@ -332,7 +332,7 @@ def test_each_sentence_stops_at_its_own_length_limit(beam):
     src, mask = pad_batch(sources)
     limits = max_lengths(mask, 1.0, 2).tolist()
     with torch.no_grad():  # the searches themselves: decode_batch adds a greedy pass
-        results = (greedy_search(model, src, mask, 1.0, 2) if beam == 1 else
+        results = (greedy_search(model, src, mask, max_len_a=1.0, max_len_b=2) if beam == 1 else
                    beam_search(model, src, mask, beam=beam, alpha=0.6, max_len_a=1.0,
                                max_len_b=2))
     assert [len(hyps[0].tokens) for hyps in results] == limits
