@@ -320,7 +320,7 @@ def translate(target: str | list[str], input_path: Optional[str], output_path: O
                           return_attn=alignment)
     text = "".join(line + "\n" for i, t in enumerate(out) for line in _format(t, i, nbest))
     if alignment:
-        _write_alignments(out, tok, output_path)
+        _write_alignments(out, lines, tok, output_path)
     if output_path:
         atomic_write(output_path, text)
     else:
@@ -329,24 +329,36 @@ def translate(target: str | list[str], input_path: Optional[str], output_path: O
     return 0
 
 
-def _write_alignments(out: list[Translation], tok, output_path: str) -> None:
+def _write_alignments(out: list[Translation], lines: list[str], tok, output_path: str) -> None:
     """FILE.align: Pharaoh `src-tgt` word links per line; FILE.align.json: soft word alignments."""
     import json
 
-    from nmt.alignment import hard_alignment, pharaoh, word_attention, words
+    from nmt.alignment import (hard_alignment, pharaoh, word_attention, word_index_by_decoding,
+                               word_index_by_words)
+    from nmt.data.tokenizer import UNK
 
     hard, soft = [], []
-    for t in out:
+    for t, text in zip(out, lines):
         if t.hyp is None:
             hard.append("")
             soft.append({"src": [], "tgt": [], "attention": []})
             continue
         if t.hyp.attn is None:
             raise NmtError("--alignment needs a model with attention (seq2seq has none)")
-        src, tgt = t.src_pieces[:-1], tok.tgt_pieces(t.hyp.tokens)
-        a = word_attention(t.hyp.attn.float().numpy(), src, tgt)
+        src = [tok.src.piece_to_id(p) for p in t.src_pieces[:-1]]
+        src_words = text.split()
+        src_index = word_index_by_words(src, [ids[:-1] for ids in tok.encode_src(src_words)],
+                                        UNK)
+        if src_index is None:                   # e.g. truncated: index the words decoded
+            src_index = word_index_by_decoding(src, tok.src.decode)
+            src_words = tok.src.decode(src).split()
+        a = word_attention(t.hyp.attn.float().numpy(), src_index,
+                           word_index_by_decoding(t.hyp.tokens,
+                                                  lambda ids: tok.decode_tgt([ids])[0]))
+        if not t.text.split():                  # nothing but unknown pieces came out
+            a = a[:0]
         hard.append(pharaoh(hard_alignment(a)))
-        soft.append({"src": words(src), "tgt": words(tgt),
+        soft.append({"src": src_words, "tgt": t.text.split(),
                      "attention": [[round(float(x), 4) for x in row] for row in a]})
     atomic_write(output_path + ".align", "".join(line + "\n" for line in hard))
     atomic_write(output_path + ".align.json",
