@@ -179,8 +179,10 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:
     last = ckpts[-1]
     total: dict[str, torch.Tensor] = {}
     for path, ck in zip(paths, ckpts):
-        if ck["config"].get("model") != last["config"].get("model") \
-                or ck["tokenizer"] != last["tokenizer"] or ck["model"].keys() != last["model"].keys():
+        same = (ck["config"].get("model") == last["config"].get("model")
+                and ck["tokenizer"] == last["tokenizer"]
+                and ck["model"].keys() == last["model"].keys())
+        if not same:
             raise NmtError(f"cannot average {path} with {paths[-1]}: different models (the "
                            f"model config, vocabulary and parameters must match)")
         for k, v in ck["model"].items():

@@ -464,7 +464,8 @@ def test_wide_beam_with_a_prefix_is_exact_search_over_continuations():
     model = MarkovModel(probs)
     src, mask = pad_batch([[9, EOS]])
     limit, prefix = 4, [5, 5]
-    every = [prefix + list(p) for n in range(limit - 1) for p in itertools.product((4, 5), repeat=n)]
+    every = [prefix + list(p) for n in range(limit - 1)
+             for p in itertools.product((4, 5), repeat=n)]
     rules = Rules.build([prefix])
     (hyps,) = beam_search(model, src, mask, beam=len(every), nbest=3, alpha=0.0, max_len_a=0.0,
                           max_len_b=limit, rules=rules)
