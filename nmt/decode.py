@@ -152,6 +152,12 @@ class Sampler:
         return torch.multinomial(logits.softmax(-1), 1, generator=self.generator).squeeze(1)
 
 
+def _allowed(model: "NMTModel", log_probs: Tensor, t: int, limit: Tensor, rules: "Rules",
+             hist: Tensor, sent: Tensor) -> Tensor:
+    """Step t's fp32 log-probs [R, V] with everything the limits and rules forbid at -inf."""
+    return rules.apply(_restrict(log_probs.float(), t >= limit, model), t, hist, sent)
+
+
 def _take(x: Tensor, index: Tensor) -> Tensor:
     """x [b, K, ...], index [b, M] -> [b, M, ...]: per-sentence gather along the beam axis."""
     return x[torch.arange(x.size(0), device=x.device).unsqueeze(1), index]
@@ -212,8 +218,7 @@ def greedy_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, max_len_a
     prev = torch.full((B,), model.bos_id, dtype=torch.long, device=dev)
     for t in range(steps):
         log_probs, state, attn = model.decode_step(state, prev)
-        log_probs = _restrict(log_probs.float(), t >= limit[ids], model)
-        log_probs = rules.apply(log_probs, t, out_tok[ids, :t], ids)
+        log_probs = _allowed(model, log_probs, t, limit[ids], rules, out_tok[ids, :t], ids)
         if sampler is None:
             tok_lp, tok = log_probs.max(-1)
         else:
@@ -290,21 +295,17 @@ def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, beam: int =
     """Batched beam search: batch * beam decoder rows, top-k over beam * V candidates per step.
 
     A sentence is done once it holds `beam` finished hypotheses (ended inside the top `beam`
-    candidates of a step) or reaches its length limit, where every live beam is ended.
-    """
+    candidates of a step) or reaches its length limit, where every live beam is ended."""
     if beam < 1 or not 1 <= nbest <= beam:
         raise NmtError(f"beam search needs 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
-    B, S = src.shape
-    K, dev = beam, src.device
-    rules = rules or Rules()
+    (B, S), K, dev, rules = src.shape, beam, src.device, rules or Rules()
     limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
     steps = int(limit.max()) + 1
     fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev)
 
     ids = torch.arange(B, device=dev)                  # active sentence -> batch sentence
     state = model.init_state(model.encode(src, src_mask)).select(ids.repeat_interleave(K))
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
-    scores = torch.zeros(B, K, device=dev)
+    done, scores = torch.zeros(B, dtype=torch.bool, device=dev), torch.zeros(B, K, device=dev)
     scores[:, 1:] = NEG_INF                            # one live beam at first: no duplicates
     hist = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
     hist_attn = torch.zeros(B, K, 0, S, device=dev) if return_attn else None
@@ -313,20 +314,16 @@ def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, beam: int =
         log_probs, state, attn = model.decode_step(state, prev)
         if attn is None:                               # a model without attention
             hist_attn = fin.attn = None
-        b = ids.numel()
-        log_probs = _restrict(log_probs.float().view(b, K, -1), (t >= limit[ids]).unsqueeze(1),
-                              model)
+        b, rows = ids.numel(), ids.repeat_interleave(K)
+        log_probs = _allowed(model, log_probs, t, limit[rows], rules, hist.flatten(0, 1), rows)
         V = log_probs.size(-1)
-        log_probs = rules.apply(log_probs.view(b * K, V), t, hist.reshape(b * K, t),
-                                ids.repeat_interleave(K)).view(b, K, V)
         # 2K candidates: even if K of them end here, K live ones remain.
-        top, idx = (scores.unsqueeze(-1) + log_probs).view(b, K * V).topk(2 * K, dim=1)
+        top, idx = (scores.unsqueeze(-1) + log_probs.view(b, K, V)).view(b, K * V).topk(2 * K, 1)
         origin, tok = idx // V, idx % V
         cand = torch.cat([_take(hist, origin), tok.unsqueeze(2)], 2)          # [b, 2K, t+1]
-        cand_attn = None
-        if hist_attn is not None and attn is not None:
-            step_attn = _take(attn.float().view(b, K, S), origin).unsqueeze(2)
-            cand_attn = torch.cat([_take(hist_attn, origin), step_attn], 2)  # [b, 2K, t+1, S]
+        cand_attn = None if hist_attn is None or attn is None else torch.cat(
+            [_take(hist_attn, origin), _take(attn.float().view(b, K, S), origin).unsqueeze(2)],
+            2)                                                                # [b, 2K, t+1, S]
 
         is_eos = tok == model.eos_id
         ended = is_eos[:, :K] & torch.isfinite(top[:, :K]) & ~done.unsqueeze(1)
