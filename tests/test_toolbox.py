@@ -14,7 +14,7 @@ from nmt import pipeline
 from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_model, load_models,
                             step_checkpoints)
 from nmt.cli import main
-from nmt.config import DecodeConfig, ModelConfig, SyntheticConfig, load_config
+from nmt.config import DecodeConfig, SyntheticConfig, load_config, model_config
 from nmt.data.synthetic import write_corpus
 from nmt.decode import translate_ids
 from nmt.models import build_model
@@ -76,9 +76,11 @@ def test_src(corpus) -> list[str]:
 
 def test_ensemble_steps_average_the_members_probabilities():
     torch.manual_seed(0)
-    members = [build_model(ModelConfig(arch=a, emb_size=16, hidden_size=32, d_model=32, heads=4,
-                                       ff=64, layers=1), 20, 20).eval()
-               for a in ("rnnsearch", "transformer", "seq2seq")]
+    sizes = {"rnnsearch": dict(emb_size=16, hidden_size=32),
+             "transformer": dict(d_model=32, heads=4, ff=64),
+             "seq2seq": dict(emb_size=16, hidden_size=32)}
+    members = [build_model(model_config(a, layers=1, **kw), 20, 20).eval()
+               for a, kw in sizes.items()]
     ens = Ensemble(members).eval()
     src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
     mask = src != 0
