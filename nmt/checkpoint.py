@@ -134,3 +134,78 @@ def load_model(path_or_run: str | Path, device: str | torch.device = "cpu"
                        ) from None
     model.to(device).eval()
     return cfg, model, tok, {"path": str(path), "step": ckpt.get("step", 0)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Ensembles and averaged checkpoints
+
+def _pieces(sp) -> list[str]:
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+def _check_same_vocabulary(first: Tokenizer, other: Tokenizer, a: str, b: str) -> None:
+    for side in ("target", "source"):
+        x, y = (first.tgt, other.tgt) if side == "target" else (first.src, other.src)
+        if _pieces(x) != _pieces(y) or first.lowercase != other.lowercase:
+            raise NmtError(f"cannot ensemble {a} and {b}: their {side} vocabularies differ "
+                           f"(members must share the subword models)")
+
+
+def load_models(targets: list[str], device: str | torch.device = "cpu"
+                ) -> tuple[Config, "NMTModel", Tokenizer, dict]:
+    """One checkpoint as load_model does, or several as one Ensemble (first member's config)."""
+    if len(targets) == 1:
+        return load_model(targets[0], device)
+    from nmt.models.ensemble import Ensemble
+
+    loaded = [load_model(t, device) for t in targets]
+    cfg, _, tok, meta = loaded[0]
+    for (_, _, other, m) in loaded[1:]:
+        _check_same_vocabulary(tok, other, meta["path"], m["path"])
+    model = Ensemble([m for _, m, _, _ in loaded]).to(device).eval()
+    return cfg, model, tok, {"path": meta["path"], "step": meta["step"],
+                             "ensemble": [m["path"] for *_, m in loaded]}
+
+
+def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:
+    """Average the models of `paths` (same architecture and vocabulary) in fp32 into `out`.
+
+    The result carries the last checkpoint's config, subword models and step (no optimiser
+    state: an average is for decoding or for starting anew), so it works wherever a
+    checkpoint does. Returns the payload written."""
+    if not paths:
+        raise NmtError("nothing to average: no checkpoints given")
+    ckpts = [load_checkpoint(p) for p in paths]
+    last = ckpts[-1]
+    total: dict[str, torch.Tensor] = {}
+    for path, ck in zip(paths, ckpts):
+        same = (ck["config"].get("model") == last["config"].get("model")
+                and ck["tokenizer"] == last["tokenizer"]
+                and ck["model"].keys() == last["model"].keys())
+        if not same:
+            raise NmtError(f"cannot average {path} with {paths[-1]}: different models (the "
+                           f"model config, vocabulary and parameters must match)")
+        for k, v in ck["model"].items():
+            if v.is_floating_point():
+                total[k] = total.get(k, 0) + v.float()
+    state = {k: (total[k] / len(ckpts)).to(v.dtype) if v.is_floating_point() else v
+             for k, v in last["model"].items()}
+    training_state = ("optimizer", "schedule", "scaler", "progress", "rng", "format_version",
+                      "nmt_version")
+    payload = {**{k: v for k, v in last.items() if k not in training_state}, "model": state,
+               "averaged_from": [str(p) for p in paths]}
+    save_checkpoint(out, payload)
+    return payload
+
+
+def checkpoints_to_average(targets: list[str], last: int | None) -> list[Path]:
+    """`nmt average` inputs: the last N step checkpoints of one run, or the given checkpoints."""
+    if last is None:
+        return [resolve(t) for t in targets]
+    if len(targets) != 1 or not Path(targets[0]).is_dir():
+        raise NmtError(f"--last {last} takes one run directory, got {' '.join(targets)}")
+    steps = step_checkpoints(targets[0])
+    if len(steps) < last:
+        raise NmtError(f"--last {last}: run directory {targets[0]} holds {len(steps)} step "
+                       f"checkpoint(s) (train.keep_last keeps that many)")
+    return steps[-last:]

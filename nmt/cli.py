@@ -45,6 +45,42 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                         "machine has it, else cpu)")
     p.add_argument("--int8", action="store_true",
                    help="dynamic int8 quantization of the linear layers (CPU only)")
+    p.add_argument("--no-repeat-ngram", type=_count, metavar="N",
+                   help="never repeat an n-gram of N tokens (default: decode.no_repeat_ngram)")
+    g = p.add_argument_group("sampling (instead of search; --nbest K draws K samples)")
+    g.add_argument("--sample", action="store_true", default=None,
+                   help="sample each token instead of searching")
+    g.add_argument("--temperature", type=float, help="divide log-probs by T (default 1)")
+    g.add_argument("--top-k", type=_count, metavar="K", help="draw from the K likeliest tokens")
+    g.add_argument("--top-p", type=float, metavar="P", help="draw from the nucleus of mass P")
+    g.add_argument("--seed", type=int, help="sampling seed (default: decode.seed)")
+
+
+def _toolbox_parsers(sub) -> None:
+    av = sub.add_parser("average", help="average the parameters of several checkpoints",
+                        description="Average model parameters (in fp32) of the last N step "
+                        "checkpoints of a run, or of the given checkpoints, into one checkpoint "
+                        "usable wherever a checkpoint is.")
+    av.add_argument("checkpoints", nargs="+", metavar="RUN_OR_CKPT",
+                    help="a run directory with --last, else checkpoint files")
+    av.add_argument("--last", type=_positive, metavar="N",
+                    help="the run's last N step checkpoints")
+    av.add_argument("-o", "--output", required=True, help="checkpoint to write")
+
+    sc = sub.add_parser("score", help="log-probabilities of given translations",
+                        description="Forced decoding: for each source/reference pair, one JSON "
+                        "line {score, norm_score, tokens, token_log_probs} (natural log; EOS "
+                        "included; norm_score divides by the GNMT length penalty as beam search "
+                        "does).")
+    sc.add_argument("checkpoint", nargs="+", help="checkpoint file or run directory; several "
+                    "are scored as one ensemble")
+    sc.add_argument("--src", required=True, help="source file")
+    sc.add_argument("--ref", required=True, help="target file, line-aligned with --src")
+    sc.add_argument("-o", "--output", help="output file (default: stdout)")
+    sc.add_argument("--alpha", type=float, help="length penalty of norm_score (decode.alpha)")
+    sc.add_argument("--batch-tokens", type=_positive, help="source tokens per batch")
+    sc.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the run's "
+                    "training device where this machine has it, else cpu)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "directory (its best checkpoint), print sacreBLEU with its signature, chrF "
                        "and the length-bucket table, and write hyps.txt, scores.json and "
                        "bleu_by_length.png into the report directory.")
-    e.add_argument("checkpoint", help="checkpoint file or run directory")
+    e.add_argument("checkpoint", nargs="+", help="checkpoint file or run directory; several "
+                   "are decoded as one ensemble")
     e.add_argument("--split", help="split role from the config (default: eval.split)")
     e.add_argument("--src", help="source file (with --ref) instead of a config split")
     e.add_argument("--ref", help="reference file (with --src)")
@@ -91,11 +128,19 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Translate lines from a file or stdin: one output line per "
                         "input line, in order; blank lines stay blank. With --nbest K > 1, each "
                         "input gives K lines 'INDEX ||| HYPOTHESIS ||| SCORE'.")
-    tr.add_argument("checkpoint", help="checkpoint file or run directory")
+    tr.add_argument("checkpoint", nargs="+", help="checkpoint file or run directory; several "
+                    "are decoded as one ensemble")
     tr.add_argument("-i", "--input", help="input file (default: stdin)")
     tr.add_argument("-o", "--output", help="output file (default: stdout)")
-    tr.add_argument("--nbest", type=_positive, default=1, help="hypotheses per input (<= beam)")
+    tr.add_argument("--nbest", type=_positive, default=1,
+                    help="hypotheses per input (<= beam; samples with --sample)")
+    tr.add_argument("--prefix", metavar="FILE",
+                    help="target prefixes, one line per input line: each output starts with it")
+    tr.add_argument("--alignment", action="store_true",
+                    help="write word alignments from attention: Pharaoh 'i-j' lines to "
+                    "OUTPUT.align, soft alignments to OUTPUT.align.json (needs -o)")
     _decode_args(tr)
+    _toolbox_parsers(sub)
 
     c = sub.add_parser("compare", help="BLEU-by-length curves of several reports in one plot",
                        description="Draw several models' BLEU by source length in one plot and "
@@ -199,14 +244,12 @@ def cmd_prepare(a: argparse.Namespace) -> int:
 
 
 def _decode_overrides(a: argparse.Namespace) -> dict:
-    out = {}
-    if a.alpha is not None:
-        if a.alpha < 0:
-            raise NmtError(f"--alpha must be >= 0, got {a.alpha}")
-        out["alpha"] = a.alpha
-    if a.batch_tokens is not None:
-        out["batch_tokens"] = a.batch_tokens
-    return out
+    """decode.* options given on the command line (checked by the config loader)."""
+    if getattr(a, "alpha", None) is not None and a.alpha < 0:
+        raise NmtError(f"--alpha must be >= 0, got {a.alpha}")
+    keys = ("alpha", "batch_tokens", "no_repeat_ngram", "sample", "temperature", "top_k",
+            "top_p", "seed")
+    return {k: getattr(a, k) for k in keys if getattr(a, k, None) is not None}
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
@@ -233,7 +276,24 @@ def cmd_translate(a: argparse.Namespace) -> int:
     from nmt import pipeline
 
     return pipeline.translate(a.checkpoint, a.input, a.output, a.beam, a.nbest, a.device,
-                              _decode_overrides(a), int8=a.int8)
+                              _decode_overrides(a), int8=a.int8, prefix_path=a.prefix,
+                              alignment=a.alignment)
+
+
+def cmd_average(a: argparse.Namespace) -> int:
+    from nmt.checkpoint import average_checkpoints, checkpoints_to_average
+
+    paths = checkpoints_to_average(a.checkpoints, a.last)
+    average_checkpoints(paths, a.output)
+    print(f"averaged {len(paths)} checkpoint(s) -> {a.output}")
+    return 0
+
+
+def cmd_score(a: argparse.Namespace) -> int:
+    from nmt import pipeline
+
+    pipeline.setup_logging()
+    return pipeline.score(a.checkpoint, a.src, a.ref, a.output, a.device, _decode_overrides(a))
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
@@ -313,7 +373,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     handlers = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate,
                 "compare": cmd_compare, "study": cmd_study, "serve": cmd_serve,
-                "export": cmd_export, "prepare": cmd_prepare}
+                "export": cmd_export, "prepare": cmd_prepare, "average": cmd_average,
+                "score": cmd_score}
     try:
         if a.command == "data":
             return cmd_data(a, parser)

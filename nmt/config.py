@@ -163,6 +163,8 @@ class TrainConfig:
     dist_timeout_minutes: float = opt(30.0, "under torchrun: how long a rank waits in a "
                                             "collective (e.g. while rank 0 validates) before "
                                             "the job fails", lo=0.0, lo_open=True)
+    average_last: int = opt(0, "at the end of training, average the last N step checkpoints "
+                               "into RUN/averaged.pt (0 = off; N <= keep_last)", lo=0)
 
 
 @dataclass
@@ -175,6 +177,16 @@ class DecodeConfig:
     batch_tokens: int = opt(4000, "source-token budget per decoding batch", lo=1)
     max_input_tokens: int = opt(250, "longer inputs are truncated to this many subword tokens "
                                      "(with a warning)", lo=1)
+    no_repeat_ngram: int = opt(0, "never repeat an n-gram of this many tokens in a hypothesis "
+                                  "(0 = off)", lo=0)
+    sample: bool = opt(False, "sample tokens instead of searching (nbest = samples per "
+                              "sentence; beam is ignored)")
+    temperature: float = opt(1.0, "sampling: divide the log-probs by this", lo=0.0, lo_open=True)
+    top_k: int = opt(0, "sampling: draw from the k most probable tokens only (0 = all)", lo=0)
+    top_p: float = opt(1.0, "sampling: draw from the smallest set of tokens holding this much "
+                            "probability (1 = all)", lo=0.0, hi=1.0, lo_open=True)
+    seed: int = opt(1, "sampling: random seed (the same seed, input and batch_tokens give the "
+                       "same samples)")
 
 
 @dataclass
@@ -453,7 +465,7 @@ def validate(cfg: Config, where: str) -> Config:
     if "train" not in d.splits:
         raise NmtError(f"'data.splits' in {where} must name a 'train' split")
     m.check(cfg, where)  # the architecture's own cross-field checks
-    if cfg.decode.nbest > cfg.decode.beam:
+    if cfg.decode.nbest > cfg.decode.beam and not cfg.decode.sample:
         raise NmtError(f"'decode.nbest' ({cfg.decode.nbest}) in {where} must be <= "
                        f"'decode.beam' ({cfg.decode.beam})")
     if v.model and not v.joint:
@@ -465,6 +477,9 @@ def validate(cfg: Config, where: str) -> Config:
     if any(a >= b for a, b in zip(bk, bk[1:])) or any(b < 1 for b in bk):
         raise NmtError(f"'eval.buckets' in {where} must be strictly increasing positive word "
                        f"counts, got {bk}")
+    if cfg.train.average_last > cfg.train.keep_last:
+        raise NmtError(f"'train.average_last' ({cfg.train.average_last}) in {where} must be <= "
+                       f"'train.keep_last' ({cfg.train.keep_last}): older checkpoints are deleted")
     if len(cfg.train.betas) != 2:
         raise NmtError(f"'train.betas' in {where} must hold two numbers")
     return cfg
@@ -482,6 +497,13 @@ def model_config(arch: str, where: str = "the model config", **values: Any) -> M
     """An architecture's config dataclass from keyword values, checked like a `model:` section
     (for code and tests that build models without a config file)."""
     return _build(ModelConfig, {"arch": arch, **values}, "model.", where)
+
+
+def with_decode_options(cfg: Config, options: dict, where: str = "the command line") -> Config:
+    """cfg with `decode.KEY: value` options checked as if they stood in the config file."""
+    raw = {**dataclasses.asdict(cfg.decode), **options}
+    cfg.decode = _build(DecodeConfig, raw, "decode.", where)
+    return validate(cfg, where)
 
 
 def from_dict(raw: dict, where: str, stored: bool = False) -> Config:

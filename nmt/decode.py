@@ -10,6 +10,11 @@ dropped from the decoder state with `State.select`.
 Scores are sums of model log-probs including the EOS. Beam search ranks finished hypotheses
 by score / lp(len) with the GNMT length penalty lp = ((5 + len) / 6) ** alpha, len counting the
 EOS (Wu et al. 2016). PAD and BOS are never generated.
+
+`Rules` constrain both searches the same way, step by step: a forced target prefix per sentence
+(the limit grows to fit it) and a ban on repeated n-grams. Sampling is greedy search drawing each
+token from the (tempered, top-k/top-p filtered) distribution; its scores stay the model's own
+log-probs. `force_decode` scores given targets through the same interface.
 """
 from __future__ import annotations
 
@@ -62,6 +67,97 @@ def _restrict(log_probs: Tensor, at_limit: Tensor, model: "NMTModel") -> Tensor:
     return log_probs.masked_fill(banned, NEG_INF)
 
 
+@dataclass
+class Rules:
+    """Per-step constraints shared by greedy, beam and sampling, for a batch of B sentences."""
+    prefix: Optional[Tensor] = None       # [B, P] forced first target ids (PAD after the end)
+    prefix_len: Optional[Tensor] = None   # [B]
+    no_repeat_ngram: int = 0
+
+    @classmethod
+    def build(cls, prefixes: Optional[list[list[int]]], no_repeat_ngram: int = 0,
+              device: str | torch.device = "cpu") -> "Rules":
+        if not prefixes:
+            return cls(no_repeat_ngram=no_repeat_ngram)
+        prefix, mask = pad_batch(prefixes)
+        return cls(prefix.to(device), mask.sum(1).to(device), no_repeat_ngram)
+
+    def repeat(self, n: int) -> "Rules":
+        """The rules of every sentence repeated n times in a row (samples of one sentence)."""
+        if self.prefix is None:
+            return self
+        return Rules(self.prefix.repeat_interleave(n, 0), self.prefix_len.repeat_interleave(n),
+                     self.no_repeat_ngram)
+
+    def limit(self, limit: Tensor) -> Tensor:
+        """Length limits grown so that every prefix fits before its EOS."""
+        return limit if self.prefix_len is None else torch.maximum(limit, self.prefix_len)
+
+    def apply(self, log_probs: Tensor, t: int, hist: Tensor, sent: Tensor) -> Tensor:
+        """log_probs [R, V] of rows whose sentences are `sent` [R], history hist [R, t]."""
+        out = _ban_repeats(log_probs, hist, self.no_repeat_ngram) if self.no_repeat_ngram \
+            else log_probs
+        if self.prefix is not None and t < self.prefix.size(1):
+            # Inside its prefix a row may emit only the forced token, at its model log-prob
+            # (even if it repeats an n-gram: the user asked for it).
+            forced = self.prefix[sent, t].unsqueeze(1)
+            only = torch.full_like(log_probs, NEG_INF).scatter(1, forced,
+                                                               log_probs.gather(1, forced))
+            out = torch.where((t < self.prefix_len[sent]).unsqueeze(1), only, out)
+        return out
+
+
+def _ban_repeats(log_probs: Tensor, hist: Tensor, n: int) -> Tensor:
+    """Ban every token that would complete an n-gram already in the row's history."""
+    if n == 1:
+        banned = hist
+    else:
+        if hist.size(1) < n:
+            return log_probs
+        grams = hist.unfold(1, n, 1)                                   # [R, W, n]
+        match = (grams[:, :, :-1] == hist[:, -(n - 1):].unsqueeze(1)).all(-1)
+        banned = grams[:, :, -1].masked_fill(~match, -1)
+    if banned.numel() == 0:
+        return log_probs
+    hit = torch.zeros(log_probs.shape[0], log_probs.shape[1] + 1, dtype=torch.bool,
+                      device=log_probs.device)
+    hit.scatter_(1, banned.masked_fill(banned < 0, log_probs.size(1)), True)
+    return log_probs.masked_fill(hit[:, :-1], NEG_INF)
+
+
+@dataclass
+class Sampler:
+    """Draw tokens from the tempered, top-k / top-p filtered distribution (seeded)."""
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    generator: Optional[torch.Generator] = None
+
+    @classmethod
+    def from_config(cls, cfg: DecodeConfig, device: str | torch.device) -> "Sampler":
+        gen = torch.Generator(device=device).manual_seed(cfg.seed)
+        return cls(cfg.temperature, cfg.top_k, cfg.top_p, gen)
+
+    def pick(self, log_probs: Tensor) -> Tensor:
+        logits = log_probs / self.temperature
+        if self.top_k:
+            kth = logits.topk(min(self.top_k, logits.size(-1)), -1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, NEG_INF)
+        if self.top_p < 1.0:
+            sorted_, order = logits.sort(-1, descending=True)
+            before = sorted_.softmax(-1).cumsum(-1) - sorted_.softmax(-1)  # mass above each
+            drop = torch.zeros_like(logits, dtype=torch.bool)
+            drop.scatter_(1, order, before >= self.top_p)                 # keeps the first
+            logits = logits.masked_fill(drop, NEG_INF)
+        return torch.multinomial(logits.softmax(-1), 1, generator=self.generator).squeeze(1)
+
+
+def _allowed(model: "NMTModel", log_probs: Tensor, t: int, limit: Tensor, rules: "Rules",
+             hist: Tensor, sent: Tensor) -> Tensor:
+    """Step t's fp32 log-probs [R, V] with everything the limits and rules forbid at -inf."""
+    return rules.apply(_restrict(log_probs.float(), t >= limit, model), t, hist, sent)
+
+
 def _take(x: Tensor, index: Tensor) -> Tensor:
     """x [b, K, ...], index [b, M] -> [b, M, ...]: per-sentence gather along the beam axis."""
     return x[torch.arange(x.size(0), device=x.device).unsqueeze(1), index]
@@ -99,13 +195,17 @@ def _hypotheses(tokens: Tensor, score: Tensor, norm: Tensor, length: Tensor,
 # Greedy search
 
 @torch.inference_mode()
-def greedy_search(model: "NMTModel", src: Tensor, src_mask: Tensor, max_len_a: float = 1.5,
-                  max_len_b: int = 10, return_attn: bool = False, alpha: float = 0.0
+def greedy_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, max_len_a: float = 1.5,
+                  max_len_b: int = 10, alpha: float = 0.0, return_attn: bool = False,
+                  rules: Optional[Rules] = None, sampler: Optional[Sampler] = None
                   ) -> list[list[Hypothesis]]:
-    """Pick the most probable token at every step. `alpha` only sets the reported norm_score."""
+    """Pick the most probable token at every step (or draw it with `sampler`).
+
+    `alpha` only sets the reported norm_score."""
     B, S = src.shape
     dev = src.device
-    limit = max_lengths(src_mask, max_len_a, max_len_b)
+    rules = rules or Rules()
+    limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
     steps = int(limit.max()) + 1                       # + 1 for the EOS
     out_tok = torch.full((B, steps), model.pad_id, dtype=torch.long, device=dev)
     out_score = torch.zeros(B, device=dev)
@@ -118,8 +218,12 @@ def greedy_search(model: "NMTModel", src: Tensor, src_mask: Tensor, max_len_a: f
     prev = torch.full((B,), model.bos_id, dtype=torch.long, device=dev)
     for t in range(steps):
         log_probs, state, attn = model.decode_step(state, prev)
-        log_probs = _restrict(log_probs.float(), t >= limit[ids], model)
-        tok_lp, tok = log_probs.max(-1)
+        log_probs = _allowed(model, log_probs, t, limit[ids], rules, out_tok[ids, :t], ids)
+        if sampler is None:
+            tok_lp, tok = log_probs.max(-1)
+        else:
+            tok = sampler.pick(log_probs)
+            tok_lp = log_probs.gather(1, tok.unsqueeze(1)).squeeze(1)
         tok = tok.masked_fill(done, model.pad_id)
         out_tok[ids, t] = tok
         out_score.index_add_(0, ids, tok_lp.masked_fill(done, 0.0))
@@ -184,26 +288,24 @@ class _Finished:
 
 
 @torch.inference_mode()
-def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, beam: int = 5,
+def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, beam: int = 5,
                 alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10, nbest: int = 1,
-                return_attn: bool = False) -> list[list[Hypothesis]]:
+                return_attn: bool = False, rules: Optional[Rules] = None
+                ) -> list[list[Hypothesis]]:
     """Batched beam search: batch * beam decoder rows, top-k over beam * V candidates per step.
 
     A sentence is done once it holds `beam` finished hypotheses (ended inside the top `beam`
-    candidates of a step) or reaches its length limit, where every live beam is ended.
-    """
+    candidates of a step) or reaches its length limit, where every live beam is ended."""
     if beam < 1 or not 1 <= nbest <= beam:
         raise NmtError(f"beam search needs 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
-    B, S = src.shape
-    K, dev = beam, src.device
-    limit = max_lengths(src_mask, max_len_a, max_len_b)
+    (B, S), K, dev, rules = src.shape, beam, src.device, rules or Rules()
+    limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
     steps = int(limit.max()) + 1
     fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev)
 
     ids = torch.arange(B, device=dev)                  # active sentence -> batch sentence
     state = model.init_state(model.encode(src, src_mask)).select(ids.repeat_interleave(K))
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
-    scores = torch.zeros(B, K, device=dev)
+    done, scores = torch.zeros(B, dtype=torch.bool, device=dev), torch.zeros(B, K, device=dev)
     scores[:, 1:] = NEG_INF                            # one live beam at first: no duplicates
     hist = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
     hist_attn = torch.zeros(B, K, 0, S, device=dev) if return_attn else None
@@ -212,18 +314,16 @@ def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, beam: int = 5,
         log_probs, state, attn = model.decode_step(state, prev)
         if attn is None:                               # a model without attention
             hist_attn = fin.attn = None
-        b = ids.numel()
-        log_probs = _restrict(log_probs.float().view(b, K, -1), (t >= limit[ids]).unsqueeze(1),
-                              model)
+        b, rows = ids.numel(), ids.repeat_interleave(K)
+        log_probs = _allowed(model, log_probs, t, limit[rows], rules, hist.flatten(0, 1), rows)
         V = log_probs.size(-1)
         # 2K candidates: even if K of them end here, K live ones remain.
-        top, idx = (scores.unsqueeze(-1) + log_probs).view(b, K * V).topk(2 * K, dim=1)
+        top, idx = (scores.unsqueeze(-1) + log_probs.view(b, K, V)).view(b, K * V).topk(2 * K, 1)
         origin, tok = idx // V, idx % V
         cand = torch.cat([_take(hist, origin), tok.unsqueeze(2)], 2)          # [b, 2K, t+1]
-        cand_attn = None
-        if hist_attn is not None and attn is not None:
-            step_attn = _take(attn.float().view(b, K, S), origin).unsqueeze(2)
-            cand_attn = torch.cat([_take(hist_attn, origin), step_attn], 2)  # [b, 2K, t+1, S]
+        cand_attn = None if hist_attn is None or attn is None else torch.cat(
+            [_take(hist_attn, origin), _take(attn.float().view(b, K, S), origin).unsqueeze(2)],
+            2)                                                                # [b, 2K, t+1, S]
 
         is_eos = tok == model.eos_id
         ended = is_eos[:, :K] & torch.isfinite(top[:, :K]) & ~done.unsqueeze(1)
@@ -265,20 +365,30 @@ def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
 
 
 def decode_batch(model: "NMTModel", src: Tensor, src_mask: Tensor, cfg: DecodeConfig,
-                 beam: int | None = None, nbest: int | None = None, return_attn: bool = False
+                 beam: int | None = None, nbest: int | None = None, return_attn: bool = False,
+                 rules: Optional[Rules] = None, sampler: Optional[Sampler] = None
                  ) -> list[list[Hypothesis]]:
-    """Greedy search for beam 1, beam search otherwise; alpha and length limits from cfg."""
+    """Greedy search for beam 1, beam search otherwise, `nbest` samples with a sampler;
+    alpha and length limits from cfg."""
+    lengths = dict(max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, alpha=cfg.alpha,
+                   return_attn=return_attn)
+    if sampler is not None:
+        n = cfg.nbest if nbest is None else nbest
+        rows = torch.arange(src.size(0), device=src.device).repeat_interleave(n)
+        with torch.inference_mode(), _eval_mode(model):
+            drawn = greedy_search(model, src[rows], src_mask[rows], **lengths,
+                                  rules=(rules or Rules()).repeat(n), sampler=sampler)
+        return [[h for (h,) in drawn[i * n:(i + 1) * n]] for i in range(src.size(0))]
     beam = cfg.beam if beam is None else beam
     nbest = min(cfg.nbest, beam) if nbest is None else nbest
     if beam < 1 or not 1 <= nbest <= beam:
         raise NmtError(f"decoding needs 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
     with torch.inference_mode(), _eval_mode(model):
-        greedy = greedy_search(model, src, src_mask, cfg.max_len_a, cfg.max_len_b,
-                               return_attn, alpha=cfg.alpha)
+        greedy = greedy_search(model, src, src_mask, **lengths, rules=rules)
         if beam == 1:
             return greedy
-        beams = beam_search(model, src, src_mask, beam, cfg.alpha, cfg.max_len_a,
-                            cfg.max_len_b, nbest, return_attn)
+        beams = beam_search(model, src, src_mask, beam=beam, nbest=nbest, rules=rules,
+                            **lengths)
     # Beam search is not exact: a greedy path pruned early can end better than every kept beam
     # (mostly when hypotheses run into the length limit). Offering the greedy hypothesis as one
     # more candidate costs one cheap pass and guarantees beam >= greedy in model score.
@@ -305,12 +415,19 @@ def _batches(order: list[int], lengths: list[int], budget: int) -> Iterator[list
 
 def translate_ids(model: "NMTModel", src_ids: list[list[int]], cfg: DecodeConfig,
                   beam: int | None = None, nbest: int | None = None, return_attn: bool = False,
-                  device: str | torch.device = "cpu", progress: bool = False
-                  ) -> list[list[Hypothesis]]:
-    """Decode source id lists (each ending with EOS) in length-sorted batches; input order out."""
+                  device: str | torch.device = "cpu", progress: bool = False,
+                  prefixes: Optional[list[list[int]]] = None) -> list[list[Hypothesis]]:
+    """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
+
+    `prefixes[i]` (target ids, no EOS) starts sentence i's output; cfg.sample draws cfg.nbest
+    samples per sentence, reproducibly for the same seed, input and batch_tokens."""
     for i, s in enumerate(src_ids):
         if not s:
             raise NmtError(f"source sentence {i} is empty; expected at least the EOS token")
+    if prefixes is not None and len(prefixes) != len(src_ids):
+        raise NmtError(f"{len(prefixes)} prefixes for {len(src_ids)} sentences; expected one "
+                       f"prefix line per input line")
+    sampler = Sampler.from_config(cfg, device) if cfg.sample else None
     lengths = [len(s) for s in src_ids]
     order = sorted(range(len(src_ids)), key=lambda i: -lengths[i])   # longest first
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
@@ -319,8 +436,45 @@ def translate_ids(model: "NMTModel", src_ids: list[list[int]], cfg: DecodeConfig
         for batch in _batches(order, lengths, cfg.batch_tokens):
             src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
             src, mask = src.to(device), mask.to(device)
+            rules = Rules.build(None if prefixes is None else [prefixes[i] for i in batch],
+                                cfg.no_repeat_ngram, device)
             for i, hyps in zip(batch, decode_batch(model, src, mask, cfg, beam, nbest,
-                                                   return_attn)):
+                                                   return_attn, rules, sampler)):
                 results[i] = hyps
             bar.update(len(batch))
+    return results
+
+
+# ----------------------------------------------------------------------------------------------
+# Forced decoding (scoring given targets)
+
+@torch.inference_mode()
+def force_decode(model: "NMTModel", src: Tensor, src_mask: Tensor, tgt: list[list[int]]
+                 ) -> list[list[float]]:
+    """Log-prob of each token of each target (ids without EOS), the final EOS included."""
+    out_ids, out_mask = pad_batch([t + [model.eos_id] for t in tgt], model.pad_id)
+    out_ids, out_mask = out_ids.to(src.device), out_mask.to(src.device)
+    prev = torch.full((src.size(0),), model.bos_id, dtype=torch.long, device=src.device)
+    with _eval_mode(model):
+        state = model.init_state(model.encode(src, src_mask))
+        steps = []
+        for t in range(out_ids.size(1)):
+            log_probs, state, _ = model.decode_step(state, prev)
+            steps.append(log_probs.float().gather(1, out_ids[:, t:t + 1]).squeeze(1))
+            prev = out_ids[:, t]
+    lp = torch.stack(steps, 1).cpu()
+    return [lp[i, :int(n)].tolist() for i, n in enumerate(out_mask.sum(1))]
+
+
+def score_ids(model: "NMTModel", src_ids: list[list[int]], tgt_ids: list[list[int]],
+              cfg: DecodeConfig, device: str | torch.device = "cpu") -> list[list[float]]:
+    """force_decode over length-sorted batches of cfg.batch_tokens; input order out."""
+    lengths = [max(len(s), len(t) + 1) for s, t in zip(src_ids, tgt_ids)]
+    order = sorted(range(len(src_ids)), key=lambda i: -lengths[i])
+    results: list[list[float]] = [[] for _ in src_ids]
+    for batch in _batches(order, lengths, cfg.batch_tokens):
+        src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
+        for i, lp in zip(batch, force_decode(model, src.to(device), mask.to(device),
+                                             [tgt_ids[i] for i in batch])):
+            results[i] = lp
     return results

@@ -14,9 +14,9 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from nmt.checkpoint import (load_checkpoint, load_model, resolve, step_checkpoints,
-                            tokenizer_from_payload)
-from nmt.config import Config, dump_yaml, load_config
+from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_models, resolve,
+                            step_checkpoints, tokenizer_from_payload)
+from nmt.config import Config, dump_yaml, load_config, with_decode_options
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split, read_lines, split_lines
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
@@ -29,7 +29,7 @@ from nmt.models import NMTModel, build_model
 from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.precision import decode_precision, resolve_precision
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
-from nmt.translate import Translation, score_texts, translate_texts
+from nmt.translate import Translation, score_pairs, score_texts, translate_texts
 
 log = logging.getLogger("nmt")
 COMPARED_SECTIONS = ("data", "vocab", "model")
@@ -249,6 +249,10 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         if ckpt_path is not None:
             trainer.resume(ckpt_path)
         trainer.train()
+        if cfg.train.average_last and dist.rank == 0 and not trainer.interrupted:
+            steps = step_checkpoints(run)[-cfg.train.average_last:]
+            average_checkpoints(steps, run / "averaged.pt")
+            log.info(f"averaged the last {len(steps)} checkpoint(s) into {run / 'averaged.pt'}")
         return TrainResult(run, trainer.stop_reason or "", trainer.interrupted)
     finally:
         cleanup()
@@ -279,24 +283,22 @@ def decoding_autocast(cfg: Config, device: torch.device):
     return autocast_for(decode_precision(cfg.train.precision, device), device)
 
 
-def _load_for_decoding(target: str, device: Optional[str], overrides: Optional[dict],
-                       int8: bool = False):
-    """A checkpoint's config, model, tokenizer and meta, with command-line decode settings;
-    meta["device"] is the device the model is on."""
+def _load_for_decoding(target: str | list[str], device: Optional[str],
+                       overrides: Optional[dict], int8: bool = False):
+    """A checkpoint's (or, for several, an ensemble's) config, model, tokenizer and meta, with
+    command-line decode settings checked as the config's; meta["device"] is the model's device."""
     if int8:
         device = device or "cpu"  # int8 decodes on the CPU whatever the run trained on
         check_int8_device(device)  # before loading anything
-    cfg, model, tok, meta = load_model(target, "cpu")
+    cfg, model, tok, meta = load_models([target] if isinstance(target, str) else target, "cpu")
     meta["device"] = decoding_device(device, cfg)
     if int8:
         model = quantize_int8(model)
     model.to(meta["device"])
-    for key, value in (overrides or {}).items():
-        setattr(cfg.decode, key, value)
-    return cfg, model, tok, meta
+    return with_decode_options(cfg, overrides or {}), model, tok, meta
 
 
-def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] = None,
+def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Optional[str] = None,
              ref_file: Optional[str] = None, beam: Optional[int] = None,
              report_dir: Optional[str] = None, buckets: Optional[list[int]] = None,
              attention_plots: int = 0, attn_layer: int = -1, attn_head: Optional[int] = None,
@@ -332,8 +334,9 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
     scores.update({"checkpoint": meta["path"], "step": meta["step"], "split": name})
     ckpt = Path(meta["path"])
     run_dir = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
+    members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
     report = Path(report_dir) if report_dir else \
-        run_dir / f"eval_{name}_beam{k}{'_int8' if int8 else ''}"
+        run_dir / f"eval_{name}_beam{k}{members}{'_int8' if int8 else ''}"
     write_report(report, scores, [t.text for t in out])
     if attention_plots:
         _attention_plots(out, tok, report, attention_plots)
@@ -364,17 +367,24 @@ def _format(t: Translation, index: int, nbest: int) -> list[str]:
     return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
 
 
-def translate(target: str, input_path: Optional[str], output_path: Optional[str],
+def translate(target: str | list[str], input_path: Optional[str], output_path: Optional[str],
               beam: Optional[int], nbest: int, device: Optional[str] = None,
-              overrides: Optional[dict] = None, int8: bool = False) -> int:
+              overrides: Optional[dict] = None, int8: bool = False,
+              prefix_path: Optional[str] = None, alignment: bool = False) -> int:
     """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
     setup_logging()
+    if alignment and not output_path:
+        raise NmtError("--alignment needs -o FILE (alignments go to FILE.align and "
+                       "FILE.align.json)")
     cfg, model, tok, meta = _load_for_decoding(target, device, overrides, int8)
     device = meta["device"]
     k = cfg.decode.beam if beam is None else beam
-    if nbest > k:
+    if nbest > k and not cfg.decode.sample:
         raise NmtError(f"--nbest {nbest} needs a beam of at least {nbest} (beam is {k})")
-    if input_path is None and sys.stdin.isatty():
+    interactive = input_path is None and sys.stdin.isatty()
+    if interactive and (prefix_path or alignment):
+        raise NmtError("--prefix and --alignment need an input file (-i FILE) or piped input")
+    if interactive:
         print("nmt: interactive mode, one sentence per line, Ctrl-D to end", file=sys.stderr)
         for i, line in enumerate(sys.stdin, 1):
             with decoding_autocast(cfg, device):
@@ -384,11 +394,76 @@ def translate(target: str, input_path: Optional[str], output_path: Optional[str]
         return 0
     lines = (read_lines(input_path) if input_path
              else split_lines(sys.stdin.buffer.read(), "stdin"))
+    prefixes = read_lines(prefix_path) if prefix_path else None
+    if prefixes is not None and len(prefixes) != len(lines):
+        raise NmtError(f"--prefix {prefix_path} has {len(prefixes)} lines but the input has "
+                       f"{len(lines)}; expected one prefix line per input line")
     with decoding_autocast(cfg, device):
         out = translate_texts(model, tok, lines, cfg.decode, beam=k, nbest=nbest,
-                              device=device, progress=input_path is not None and sys.stderr.isatty(),
-                              where=input_path or "stdin")
+                              device=device,
+                              progress=input_path is not None and sys.stderr.isatty(),
+                              where=input_path or "stdin", prefixes=prefixes,
+                              return_attn=alignment)
     text = "".join(line + "\n" for i, t in enumerate(out) for line in _format(t, i, nbest))
+    if alignment:
+        _write_alignments(out, lines, tok, output_path)
+    if output_path:
+        atomic_write(output_path, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def _write_alignments(out: list[Translation], lines: list[str], tok, output_path: str) -> None:
+    """FILE.align: Pharaoh `src-tgt` word links per line; FILE.align.json: soft word alignments."""
+    import json
+
+    from nmt.alignment import (hard_alignment, pharaoh, word_attention, word_index_by_decoding,
+                               word_index_by_words)
+    from nmt.data.tokenizer import UNK
+
+    hard, soft = [], []
+    for t, text in zip(out, lines):
+        if t.hyp is None:
+            hard.append("")
+            soft.append({"src": [], "tgt": [], "attention": []})
+            continue
+        if t.hyp.attn is None:
+            raise NmtError("--alignment needs a model with attention (seq2seq has none)")
+        src = [tok.src.piece_to_id(p) for p in t.src_pieces[:-1]]
+        src_words = text.split()
+        src_index = word_index_by_words(src, [ids[:-1] for ids in tok.encode_src(src_words)],
+                                        UNK)
+        if src_index is None:                   # e.g. truncated: index the words decoded
+            src_index = word_index_by_decoding(src, tok.src.decode)
+            src_words = tok.src.decode(src).split()
+        a = word_attention(t.hyp.attn.float().numpy(), src_index,
+                           word_index_by_decoding(t.hyp.tokens,
+                                                  lambda ids: tok.decode_tgt([ids])[0]))
+        if not t.text.split():                  # nothing but unknown pieces came out
+            a = a[:0]
+        hard.append(pharaoh(hard_alignment(a)))
+        soft.append({"src": src_words, "tgt": t.text.split(),
+                     "attention": [[round(float(x), 4) for x in row] for row in a]})
+    atomic_write(output_path + ".align", "".join(line + "\n" for line in hard))
+    atomic_write(output_path + ".align.json",
+                 "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in soft))
+
+
+def score(target: str | list[str], src_file: str, ref_file: str, output_path: Optional[str],
+          device: Optional[str] = None, overrides: Optional[dict] = None) -> int:
+    """`nmt score`: one JSON line per (source, reference) pair with its model log-probs."""
+    import json
+
+    srcs, refs = read_lines(src_file), read_lines(ref_file)
+    if len(srcs) != len(refs):
+        raise NmtError(f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has "
+                       f"{len(refs)}")
+    cfg, model, tok, meta = _load_for_decoding(target, device, overrides)
+    with decoding_autocast(cfg, meta["device"]):
+        rows = score_pairs(model, tok, srcs, refs, cfg.decode, meta["device"], where=src_file)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     if output_path:
         atomic_write(output_path, text)
     else:

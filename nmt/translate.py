@@ -14,7 +14,7 @@ import torch
 
 from nmt.config import DecodeConfig
 from nmt.data.tokenizer import EOS, Tokenizer
-from nmt.decode import Hypothesis, translate_ids
+from nmt.decode import Hypothesis, length_penalty, score_ids, translate_ids
 from nmt.evaluate import DEFAULT_BUCKETS, score_report
 from nmt.models.base import NMTModel
 
@@ -45,12 +45,17 @@ def encode_inputs(tok: Tokenizer, texts: list[str], max_tokens: int,
 def translate_texts(model: NMTModel, tok: Tokenizer, texts: list[str], cfg: DecodeConfig,
                     beam: Optional[int] = None, nbest: Optional[int] = None,
                     return_attn: bool = False, device: str | torch.device = "cpu",
-                    progress: bool = False, where: str = "input") -> list[Translation]:
-    """One Translation per input line, in order; blank lines give empty translations."""
+                    progress: bool = False, where: str = "input",
+                    prefixes: Optional[list[str]] = None) -> list[Translation]:
+    """One Translation per input line, in order; blank lines give empty translations.
+
+    `prefixes[i]` (target text) starts line i's translation; blank prefixes force nothing."""
     ids = encode_inputs(tok, texts, cfg.max_input_tokens, where)
     live = [i for i, t in enumerate(texts) if t.strip()]
+    forced = None if prefixes is None else [tok.encode_tgt([prefixes[i]])[0] for i in live]
     hyps = translate_ids(model, [ids[i] for i in live], cfg, beam=beam, nbest=nbest,
-                         return_attn=return_attn, device=device, progress=progress)
+                         return_attn=return_attn, device=device, progress=progress,
+                         prefixes=forced)
     k = nbest or 1  # blank inputs still give k (empty) hypotheses, like every other line
     out = [Translation("", [""] * k, [0.0] * k, None, tok.src_pieces(s)) for s in ids]
     for i, hs in zip(live, hyps):
@@ -71,3 +76,18 @@ def score_texts(model: NMTModel, tok: Tokenizer, srcs: list[str], refs: list[str
     scores = score_report(srcs, [t.text for t in out], refs, bounds)
     scores["beam"] = cfg.beam if beam is None else beam
     return out, scores
+
+
+def score_pairs(model: NMTModel, tok: Tokenizer, srcs: list[str], refs: list[str],
+                cfg: DecodeConfig, device: str | torch.device = "cpu",
+                where: str = "input") -> list[dict]:
+    """Forced decoding of each (source, reference): its log-prob (EOS included), the score
+    normalised as beam search ranks it (GNMT penalty with decode.alpha), per-token log-probs."""
+    src_ids = encode_inputs(tok, srcs, cfg.max_input_tokens, where)
+    tgt_ids = tok.encode_tgt(refs)
+    out = []
+    for ids, lps in zip(tgt_ids, score_ids(model, src_ids, tgt_ids, cfg, device)):
+        score = sum(lps)
+        out.append({"score": score, "norm_score": score / length_penalty(len(lps), cfg.alpha),
+                    "tokens": tok.tgt_pieces(ids) + ["</s>"], "token_log_probs": lps})
+    return out

@@ -9,8 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from nmt.config import DecodeConfig, model_config
-from nmt.decode import (Hypothesis, beam_search, decode_batch, greedy_search, max_lengths,
-                        translate_ids)
+from nmt.decode import (Hypothesis, Rules, Sampler, beam_search, decode_batch, greedy_search,
+                        max_lengths, score_ids, translate_ids)
 from nmt.errors import NmtError
 from nmt.models import build_model
 from nmt.models.base import EncoderOut, NMTModel, State
@@ -333,7 +333,7 @@ def test_each_sentence_stops_at_its_own_length_limit(beam):
     src, mask = pad_batch(sources)
     limits = max_lengths(mask, 1.0, 2).tolist()
     with torch.no_grad():  # the searches themselves: decode_batch adds a greedy pass
-        results = (greedy_search(model, src, mask, 1.0, 2) if beam == 1 else
+        results = (greedy_search(model, src, mask, max_len_a=1.0, max_len_b=2) if beam == 1 else
                    beam_search(model, src, mask, beam=beam, alpha=0.6, max_len_a=1.0,
                                max_len_b=2))
     assert [len(hyps[0].tokens) for hyps in results] == limits
@@ -396,3 +396,126 @@ def test_hypothesis_fields():
     (h,) = decode_batch(TinyAttnGRU(), src, mask, DecodeConfig(), beam=2)[0]
     assert isinstance(h, Hypothesis)
     assert all(isinstance(t, int) and t not in (PAD, BOS, EOS) for t in h.tokens)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sampling, prefixes, repeated n-grams, forced decoding
+
+def has_repeated_ngram(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sampling_from_the_top_1_token_is_greedy(arch):
+    model = make_model(arch, seed=20)
+    src, mask = pad_batch(random_sources(10, seed=21))
+    greedy = greedy_search(model, src, mask)
+    sampler = Sampler(temperature=0.7, top_k=1, generator=torch.Generator().manual_seed(0))
+    sampled = greedy_search(model, src, mask, sampler=sampler)
+    assert [h.tokens for (h,) in sampled] == [h.tokens for (h,) in greedy]
+    assert [h.score for (h,) in sampled] == pytest.approx([h.score for (h,) in greedy], abs=1e-6)
+
+
+def test_a_seed_reproduces_its_samples_and_scores_are_the_models():
+    model = make_model("transformer", seed=22)
+    sources = random_sources(6, seed=23)
+    cfg = DecodeConfig(sample=True, nbest=3, temperature=1.5, seed=7, batch_tokens=30)
+    first, again = translate_ids(model, sources, cfg), translate_ids(model, sources, cfg)
+    other = translate_ids(model, sources, DecodeConfig(sample=True, nbest=3, temperature=1.5,
+                                                       seed=8, batch_tokens=30))
+    tokens = [[h.tokens for h in hs] for hs in first]
+    assert all(len(hs) == 3 for hs in first)
+    assert tokens == [[h.tokens for h in hs] for hs in again]
+    assert tokens != [[h.tokens for h in hs] for hs in other]
+    for source, hyps in zip(sources, first):      # untempered model log-probs, EOS included
+        for h in hyps:
+            assert h.score == pytest.approx(teacher_force(model, source, h.tokens)[0], abs=1e-4)
+
+
+def test_top_k_and_top_p_draw_only_from_their_sets():
+    log_probs = torch.tensor([[0.4, 0.3, 0.2, 0.1]]).log().expand(2000, 4)
+    gen = torch.Generator().manual_seed(0)
+    assert set(Sampler(top_k=2, generator=gen).pick(log_probs).tolist()) == {0, 1}
+    # 0.4 < 0.65, 0.4 + 0.3 >= 0.65: the nucleus is the two most probable tokens
+    assert set(Sampler(top_p=0.65, generator=gen).pick(log_probs).tolist()) == {0, 1}
+    assert set(Sampler(top_p=0.75, generator=gen).pick(log_probs).tolist()) == {0, 1, 2}
+    assert set(Sampler(generator=gen).pick(log_probs).tolist()) == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("beam", [1, 3])
+def test_output_starts_with_the_prefix_and_is_scored_by_the_model(arch, beam):
+    model = make_model(arch, seed=24)
+    sources = random_sources(6, seed=25)
+    prefixes = [[], [7], [8, 9, 10], [11] * 14, [12, 13], [4]]   # [11] * 14 exceeds the limit
+    results = translate_ids(model, sources, DecodeConfig(nbest=beam), beam=beam,
+                            prefixes=prefixes)
+    for source, prefix, hyps in zip(sources, prefixes, results):
+        assert len(hyps) >= 1
+        for h in hyps:
+            assert h.tokens[:len(prefix)] == prefix
+            assert h.score == pytest.approx(teacher_force(model, source, h.tokens)[0], abs=1e-4)
+
+
+def test_wide_beam_with_a_prefix_is_exact_search_over_continuations():
+    g = torch.Generator().manual_seed(26)
+    probs = {prev: dict(zip((4, 5, EOS), torch.rand(3, generator=g).tolist()))
+             for prev in (BOS, 4, 5)}
+    model = MarkovModel(probs)
+    src, mask = pad_batch([[9, EOS]])
+    limit, prefix = 4, [5, 5]
+    every = [prefix + list(p) for n in range(limit - 1)
+             for p in itertools.product((4, 5), repeat=n)]
+    rules = Rules.build([prefix])
+    (hyps,) = beam_search(model, src, mask, beam=len(every), nbest=3, alpha=0.0, max_len_a=0.0,
+                          max_len_b=limit, rules=rules)
+    best = sorted(every, key=lambda toks: -teacher_force(model, [9, EOS], toks)[0])[:3]
+    assert [h.tokens for h in hyps] == best
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_repeat_ngram_leaves_no_repeated_ngram(arch, beam):
+    model = make_model(arch, seed=27)
+    sources = random_sources(8, seed=28)
+    plain = translate_ids(model, sources, DecodeConfig(nbest=beam), beam=beam)
+    assert any(has_repeated_ngram(h.tokens, 2) for hs in plain for h in hs)  # the test bites
+    for n in (1, 2, 3):
+        results = translate_ids(model, sources, DecodeConfig(nbest=beam, no_repeat_ngram=n),
+                                beam=beam)
+        for source, hyps in zip(sources, results):
+            for h in hyps:
+                assert not has_repeated_ngram(h.tokens, n)
+                assert h.score == pytest.approx(teacher_force(model, source, h.tokens)[0],
+                                                abs=1e-4)
+
+
+def test_wide_beam_without_repeated_bigrams_is_exact_search():
+    # 4 -> 5 -> 4 -> 5 ... is the likeliest path; banning repeated bigrams must give the best
+    # sequence among those without one (brute force over every sequence up to the limit).
+    model = MarkovModel({BOS: {4: 0.6, 5: 0.3, EOS: 0.1}, 4: {5: 0.8, 4: 0.1, EOS: 0.1},
+                         5: {4: 0.8, 5: 0.1, EOS: 0.1}})
+    src, mask = pad_batch([[9, EOS]])
+    limit = 5
+    every = [list(p) for n in range(limit + 1) for p in itertools.product((4, 5), repeat=n)
+             if not has_repeated_ngram(list(p), 2)]
+    rules = Rules(no_repeat_ngram=2)
+    (hyps,) = beam_search(model, src, mask, beam=len(every), nbest=3, alpha=0.0, max_len_a=0.0,
+                          max_len_b=limit, rules=rules)
+    best = sorted(every, key=lambda toks: -teacher_force(model, [9, EOS], toks)[0])[:3]
+    assert [h.tokens for h in hyps] == best
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_forced_decoding_agrees_with_the_beams_own_scores(arch):
+    model = make_model(arch, seed=29)
+    sources = random_sources(8, seed=30)
+    cfg = DecodeConfig(nbest=3, batch_tokens=40)
+    results = translate_ids(model, sources, cfg, beam=3)
+    hyps = [h for hs in results for h in hs]
+    per_hyp_sources = [s for s, hs in zip(sources, results) for _ in hs]
+    token_lps = score_ids(model, per_hyp_sources, [h.tokens for h in hyps], cfg)
+    for h, lps in zip(hyps, token_lps):
+        assert len(lps) == len(h.tokens) + 1                       # the EOS is scored too
+        assert sum(lps) == pytest.approx(h.score, abs=1e-4)

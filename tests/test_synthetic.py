@@ -196,3 +196,17 @@ def test_mistakes_raise_one_line_errors(tmp_path):
         syn.generate(replace(CFG, min_words=30, max_words=20), "train", 1)
     with pytest.raises(NmtError, match="must differ"):
         syn.write_corpus(tmp_path, CFG, "xx", "xx")
+
+
+def test_generator_alignment_comes_with_the_same_corpus_and_links_translations():
+    aligned = syn.generate_aligned(CFG, "test", 300)
+    assert [(s, t) for s, t, _ in aligned] == syn.generate(CFG, "test", 300)
+    tgt_nouns = {w: n.src for n in LEX.nouns for w in n.tgt}
+    for s, t, links in aligned:
+        src, tgt = s.split(), t.split()
+        assert all(0 <= i < len(src) and 0 <= j < len(tgt) for i, j in links)
+        # every target word translates something (the indefinite article is source-only)
+        assert {j for _, j in links} == set(range(len(tgt)))
+        for i, j in links:          # a target noun is linked to its own source noun
+            if tgt[j] in tgt_nouns:
+                assert src[i] == tgt_nouns[tgt[j]]

@@ -210,59 +210,82 @@ class Clause:
     pp: Optional[tuple[int, NP]] = None   # (preposition index, NP)
 
 
-def _src_np(np: NP, lex: Lexicon, out: list[str]) -> None:
-    out.append(SRC_DET[np.det][np.number])
-    out.extend(lex.adjectives[a].src for a in np.adjs)
-    out.append(lex.nouns[np.noun].src)
+# Renderers append (word, links) pairs: `links` names the sentence elements the word translates
+# (an element is (role, id(object)); objects live while their clause renders), so a source and a
+# target word are aligned when their links meet. That is the generator's own word alignment.
+Words = list[tuple[str, frozenset]]
+
+
+def _el(role: str, obj: object, extra: int = 0) -> frozenset:
+    return frozenset({(role, id(obj), extra)})
+
+
+def _src_np(np: NP, lex: Lexicon, out: Words) -> None:
+    out.append((SRC_DET[np.det][np.number], _el("det", np)))
+    out.extend((lex.adjectives[a].src, _el("adj", np, k)) for k, a in enumerate(np.adjs))
+    out.append((lex.nouns[np.noun].src, _el("noun", np)))
     if np.rel is not None:
-        out.append(SRC_REL)
+        out.append((SRC_REL, _el("rel", np)))
         _src_vp(np.rel, lex, out)
 
 
-def _src_vp(c: Clause, lex: Lexicon, out: list[str]) -> None:
+def _src_vp(c: Clause, lex: Lexicon, out: Words) -> None:
     if c.neg:
-        out.append(SRC_NEG)
-    out.extend(lex.verbs[c.verb].src)
+        out.append((SRC_NEG, _el("neg", c)))
+    out.extend((w, _el("verb", c)) for w in lex.verbs[c.verb].src)   # an idiom's particle too
     if c.obj is not None:
         _src_np(c.obj, lex, out)
     if c.pp is not None:
-        out.append(PREPOSITIONS[c.pp[0]][0])
+        out.append((PREPOSITIONS[c.pp[0]][0], _el("prep", c)))
         _src_np(c.pp[1], lex, out)
 
 
-def _tgt_np(np: NP, lex: Lexicon, out: list[str]) -> int:
+def _tgt_np(np: NP, lex: Lexicon, out: Words) -> int:
     """Append the target NP; return its agreement class 2*gender+number."""
     noun = lex.nouns[np.noun]
     agr = 2 * noun.gender + np.number
-    out.extend(noun.tgt)
-    out.extend(lex.adjectives[a].tgt for a in reversed(np.adjs))
+    out.extend((w, _el("noun", np)) for w in noun.tgt)
+    out.extend((lex.adjectives[a].tgt, _el("adj", np, k))
+               for k, a in reversed(list(enumerate(np.adjs))))
     if TGT_DET[np.det]:            # the indefinite article has no translation
-        out.append(TGT_DET[np.det][agr])
+        out.append((TGT_DET[np.det][agr], _el("det", np)))
     if np.rel is not None:
-        out.append(TGT_REL)
+        out.append((TGT_REL, _el("rel", np)))
         _tgt_vp(np.rel, agr, lex, out)
     return agr
 
 
-def _tgt_vp(c: Clause, agr: int, lex: Lexicon, out: list[str]) -> None:
+def _tgt_vp(c: Clause, agr: int, lex: Lexicon, out: Words) -> None:
     if c.obj is not None:
         _tgt_np(c.obj, lex, out)
     if c.pp is not None:
         _tgt_np(c.pp[1], lex, out)
-        out.append(PREPOSITIONS[c.pp[0]][1])
-    out.extend(lex.verbs[c.verb].tgt)
-    out.append(TGT_AUX[c.neg][agr])
+        out.append((PREPOSITIONS[c.pp[0]][1], _el("prep", c)))
+    out.extend((w, _el("verb", c)) for w in lex.verbs[c.verb].tgt)
+    # AUX carries the verb's tense/agreement and, when negative, the negation
+    out.append((TGT_AUX[c.neg][agr], _el("verb", c) | (_el("neg", c) if c.neg else frozenset())))
+
+
+def render_clause_aligned(c: Clause, lex: Lexicon) -> tuple[Words, Words]:
+    """Source and target (word, links) pairs of a main clause."""
+    assert c.subj is not None, "a main clause has a subject"
+    src: Words = []
+    _src_np(c.subj, lex, src)
+    _src_vp(c, lex, src)
+    tgt: Words = []
+    _tgt_vp(c, _tgt_np(c.subj, lex, tgt), lex, tgt)
+    return src, tgt
 
 
 def render_clause(c: Clause, lex: Lexicon) -> tuple[list[str], list[str]]:
     """Source and target tokens of a main clause."""
-    assert c.subj is not None, "a main clause has a subject"
-    src: list[str] = []
-    _src_np(c.subj, lex, src)
-    _src_vp(c, lex, src)
-    tgt: list[str] = []
-    _tgt_vp(c, _tgt_np(c.subj, lex, tgt), lex, tgt)
-    return src, tgt
+    src, tgt = render_clause_aligned(c, lex)
+    return [w for w, _ in src], [w for w, _ in tgt]
+
+
+def links(src: Words, tgt: Words) -> list[tuple[int, int]]:
+    """(source index, target index) pairs whose words translate a common element."""
+    return [(i, j) for j, (_, b) in enumerate(tgt) for i, (_, a) in enumerate(src) if a & b]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -343,16 +366,24 @@ class _Grammar:
         self.relative(rng, subj, room - used - 2 - len(subj.adjs), P_REL_SUBJ)
         return c
 
-    def sentence(self, rng: random.Random, length: int) -> tuple[list[str], list[str]]:
-        """Clauses joined by links until the next one would not fit in `length` words."""
-        src, tgt = render_clause(self.clause(rng, length), self.lex)
+    def sentence(self, rng: random.Random, length: int) -> tuple[list[str], list[str],
+                                                                 list[tuple[int, int]]]:
+        """Clauses joined by links until the next one would not fit in `length` words; with
+        the (source, target) word alignment."""
+        first = self.clause(rng, length)
+        src, tgt = render_clause_aligned(first, self.lex)
+        found = links(src, tgt)
         while length - len(src) - 1 >= 3:
-            s, t = render_clause(self.clause(rng, length - len(src) - 1), self.lex)
+            clause = self.clause(rng, length - len(src) - 1)
+            s, t = render_clause_aligned(clause, self.lex)
             link_src, link_tgt, closes = LINKS[bisect_right(self.links,
                                                             rng.random() * self.links[-1])]
-            src += [link_src] + s
-            tgt += t + [link_tgt] if closes else [link_tgt] + t
-        return src, tgt
+            at_s, at_t = len(src) + 1, len(tgt) + (0 if closes else 1)
+            link_t = len(tgt) + len(t) if closes else len(tgt)
+            found += [(at_s + i, at_t + j) for i, j in links(s, t)] + [(len(src), link_t)]
+            src += [(link_src, frozenset())] + s
+            tgt += t + [(link_tgt, frozenset())] if closes else [(link_tgt, frozenset())] + t
+        return [w for w, _ in src], [w for w, _ in tgt], sorted(found)
 
 
 def _length(rng: random.Random, cfg: SyntheticConfig) -> int:
@@ -367,8 +398,11 @@ def _length(rng: random.Random, cfg: SyntheticConfig) -> int:
 # ----------------------------------------------------------------------------------------------
 # Public API
 
-def iter_pairs(cfg: SyntheticConfig, split: str, n: int) -> Iterator[tuple[str, str]]:
-    """`n` (source, target) pairs of `split`, one at a time; each split has its own seed."""
+def iter_aligned(cfg: SyntheticConfig, split: str, n: int
+                 ) -> Iterator[tuple[str, str, list[tuple[int, int]]]]:
+    """`n` (source, target, alignment) triples of `split`, one at a time; each split has its own
+    seed. The alignment is the generator's own: (source, target) indices of the words that
+    translate one another (function words without a translation have none)."""
     if cfg.min_words > cfg.max_words:
         raise NmtError(f"synthetic min_words ({cfg.min_words}) exceeds max_words "
                        f"({cfg.max_words})")
@@ -380,14 +414,25 @@ def iter_pairs(cfg: SyntheticConfig, split: str, n: int) -> Iterator[tuple[str, 
     grammar = _Grammar(build_lexicon(cfg.seed, cfg.lexicon))
     rng = random.Random(_subseed("split", cfg.seed, split))
 
-    def pairs() -> Iterator[tuple[str, str]]:
+    def pairs() -> Iterator[tuple[str, str, list[tuple[int, int]]]]:
         made = 0
         while made < n:
-            src, tgt = grammar.sentence(rng, _length(rng, cfg))
+            src, tgt, alignment = grammar.sentence(rng, _length(rng, cfg))
             if len(src) >= cfg.min_words:   # rare misses of a tight length window are redrawn
                 made += 1
-                yield " ".join(src), " ".join(tgt)
+                yield " ".join(src), " ".join(tgt), alignment
     return pairs()
+
+
+def iter_pairs(cfg: SyntheticConfig, split: str, n: int) -> Iterator[tuple[str, str]]:
+    """`n` (source, target) pairs of `split`, one at a time; each split has its own seed."""
+    return ((s, t) for s, t, _ in iter_aligned(cfg, split, n))
+
+
+def generate_aligned(cfg: SyntheticConfig, split: str, n: int
+                     ) -> list[tuple[str, str, list[tuple[int, int]]]]:
+    """generate's pairs with the generator's own word alignment (see iter_aligned)."""
+    return list(iter_aligned(cfg, split, n))
 
 
 def generate(cfg: SyntheticConfig, split: str, n: int) -> list[tuple[str, str]]:
