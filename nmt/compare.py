@@ -31,7 +31,7 @@ def find_report(path: str | os.PathLike, split: Optional[str] = None,
     if (p / SCORES_FILE).is_file() and split is None and beam is None:
         return p
     if not p.is_dir():
-        raise NmtError(f"no report or run directory at {p}")
+        raise NmtError(f"no scores file at {p / SCORES_FILE}: {p} is not a report or run directory")
     found = []
     for scores in p.glob(f"eval_*/{SCORES_FILE}"):
         try:

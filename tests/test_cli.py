@@ -110,11 +110,15 @@ def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path
                  "--report", str(report)]) == 0
     out = capsys.readouterr().out
     scores = scores_of(report)
-    assert f"BLEU = {scores['bleu']:.2f} (signature {scores['signature']})" in out
+    lo, hi = scores["bleu_ci"]
+    assert lo <= scores["bleu"] <= hi
+    assert f"BLEU = {scores['bleu']:.2f} [{lo:.2f}, {hi:.2f}] (signature {scores['signature']})" in out
     assert "nrefs:1" in scores["signature"] and "tok:13a" in scores["signature"]
-    assert f"chrF = {scores['chrf']:.2f}" in out
-    labels = re.findall(r"^\|\s+(\d+[-+]\d*)\s+\|", out, re.M)
-    assert "source words" in out and labels == ["1-10", "11-20", "21-30", "31-40", "41-50", "51+"]
+    assert f"chrF = {scores['chrf']:.2f} [" in out
+    assert f"checkpoint: {runs['rnnsearch'] / 'best.pt'} (step 30)" in out
+    labels = re.findall(r"^\|\s+(\d+[-+]\d*|all)\s+\|", out, re.M)
+    assert "source words" in out and labels == ["1-10", "11-20", "all"]  # sentences of <= 14 words
+    assert "Empty buckets not shown: 21-30, 31-40, 41-50, 51+ source words" in out
 
     srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
     hyps = lines(report / "hyps.txt")
@@ -122,7 +126,9 @@ def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
     assert [(b["lo"], b["hi"]) for b in scores["buckets"]] == DEFAULT_RANGES
-    assert all(set(b) == {"lo", "hi", "n", "bleu"} for b in scores["buckets"])
+    assert all(set(b) == {"lo", "hi", "n", "bleu", "chrf", "bleu_ci", "chrf_ci"}
+               for b in scores["buckets"])
+    assert scores["test_set"]["split"] == "test" and scores["test_set"]["n"] == 30
     assert sum(b["n"] for b in scores["buckets"]) == 30
     assert is_png(report / "bleu_by_length.png")
 
@@ -238,11 +244,11 @@ def test_compare_writes_plot_and_table_with_both_models(reports, tmp_path, capsy
                  "--out", str(out)]) == 0
     assert is_png(out / "compare.png")
     table = (out / "compare.md").read_text()
-    header = table.splitlines()[0]
-    assert "rnnsearch" in header and "transformer" in header
+    header = table.splitlines()[2]  # under "## BLEU by source length"
+    assert "rnnsearch" in header and "transformer" in header and "p (transformer)" in header
     for name in ("rnnsearch", "transformer"):
         bleu = scores_of(reports[name])["buckets"][0]["bleu"]
-        assert f"{bleu:.2f}" in table.splitlines()[2]
+        assert f"{bleu:.2f}" in table.splitlines()[4]
     assert table in capsys.readouterr().out
 
 
@@ -251,7 +257,7 @@ def test_evaluate_compare_writes_comparison_beside_new_report(runs, reports, tmp
     assert main(["evaluate", str(runs["seq2seq"]), "--split", "test", "--beam", "2",
                  "--report", str(report), "--compare", str(reports["transformer"])]) == 0
     assert is_png(report / "compare" / "compare.png")
-    header = (report / "compare" / "compare.md").read_text().splitlines()[0]
+    header = (report / "compare" / "compare.md").read_text().splitlines()[2]
     assert "seq2seq" in header and "transformer" in header
 
 
