@@ -508,3 +508,76 @@ def test_study_parallel_must_be_a_positive_integer(tmp_path, capsys):
     path = write_study(tmp_path / "study.yaml", parallel=0)
     assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 2
     assert "'parallel'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ reports and compare (19, 16)
+
+def test_file_based_report_has_its_own_directory_and_records_its_inputs(runs, corpus, capsys):
+    run = runs["transformer"]
+    assert main(["evaluate", str(run), "--split", "extra", "--beam", "1"]) == 0
+    assert main(["evaluate", str(run), "--src", str(corpus / "extra.src"),
+                 "--ref", str(corpus / "extra.tgt"), "--beam", "1"]) == 0
+    out = capsys.readouterr().out
+    by_split, by_files = scores_of(run / "eval_extra_beam1"), scores_of(run / "eval_file_extra_beam1")
+    assert by_split["split"] == "extra" and by_files["split"] is None
+    assert by_files["test_set"]["src_file"] == str((corpus / "extra.src").resolve())
+    assert by_files["test_set"]["ref_file"] == str((corpus / "extra.tgt").resolve())
+    step = load_checkpoint(run / "best.pt")["step"]
+    for scores in (by_split, by_files):
+        assert scores["checkpoint"] == str(run / "best.pt") and scores["step"] == step
+        assert scores["test_set"]["n"] == 7 and scores["test_set"]["src_words"] > 7
+    assert by_split["test_set"]["sha256"] == by_files["test_set"]["sha256"]  # the same pairs
+    assert out.count(f"checkpoint: {run / 'best.pt'} (step {step})") == 2
+
+
+def test_compare_run_directories_names_models_after_runs(runs, capsys, tmp_path):
+    for arch in ("rnnsearch", "transformer"):
+        for beam in ("1", "2"):
+            assert main(["evaluate", str(runs[arch]), "--split", "test", "--beam", beam]) == 0
+    out = tmp_path / "cmp"
+    assert main(["compare", str(runs["rnnsearch"]), str(runs["transformer"]), "--beam", "1",
+                 "--out", str(out)]) == 0
+    table = (out / "compare.md").read_text()
+    header = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
+    assert header == ["source words", "n", "rnnsearch", "transformer", "p (transformer)"]
+    reports = json.loads((out / "compare.json").read_text())["reports"]
+    assert reports == {"rnnsearch": str(runs["rnnsearch"] / "eval_test_beam1"),
+                       "transformer": str(runs["transformer"] / "eval_test_beam1")}
+    assert is_png(out / "compare.png")
+
+
+def test_compare_refuses_reports_on_different_test_sets(runs, reports, capsys, tmp_path):
+    assert main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "2",
+                 "--report", str(tmp_path / "extra")]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(reports["rnnsearch"]), str(tmp_path / "extra"),
+                 "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nmt: error: 'extra' (extra, 7 sentences) and 'rnnsearch' (test, 30 "
+                          "sentences) were scored on different test sets") and "\n" not in err
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_evaluate_metrics_ter_adds_ter_with_intervals(runs, tmp_path, capsys):
+    report = tmp_path / "r"
+    assert main(["evaluate", str(runs["rnnsearch"]), "--split", "extra", "--beam", "1",
+                 "--metrics", "bleu,chrf,ter", "--bootstrap", "200", "--report", str(report)]) == 0
+    scores = scores_of(report)
+    hyps, refs = lines(report / "hyps.txt"), lines(report / "refs.txt")
+    assert scores["ter"] == pytest.approx(sacrebleu.corpus_ter(hyps, [refs]).score)
+    assert scores["bootstrap"]["samples"] == 200 and len(scores["ter_ci"]) == 2
+    assert f"TER = {scores['ter']:.2f} [" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(runs["rnnsearch"]), "--metrics", "bleu,meteor"])
+    assert "--metrics: expected metrics from bleu, chrf, ter" in capsys.readouterr().err
+
+
+def test_study_report_says_per_bucket_whether_attention_beats_the_fixed_vector(study):
+    _, out = study
+    md = (out / "study.md").read_text()
+    assert "## Which models beat seq2seq significantly (BLEU, paired bootstrap)" in md
+    verdicts = [l for l in md.splitlines() if l.startswith("- ") and "words (n=" in l]
+    assert [v.split(" words")[0] for v in verdicts] == ["- 1-10", "- 11-20"]
+    assert all(("rnnsearch beats seq2seq significantly" in v or "is beaten by" in v
+                or "no significant difference" in v) and "p = " in v for v in verdicts)
+    assert "p (rnnsearch)" in md
