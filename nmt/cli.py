@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated sacreBLEU metrics: bleu, chrf, ter (default: bleu,chrf)")
     e.add_argument("--bootstrap", type=_count, default=1000, metavar="N",
                    help="bootstrap resamples for the 95%% intervals (0: none; default: 1000)")
+    e.add_argument("--comet-model", metavar="CKPT",
+                   help="also score COMET with this local checkpoint (needs unbabel-comet "
+                   "installed; nothing is downloaded)")
     _decode_args(e)
 
     tr = sub.add_parser("translate", help="translate text with a checkpoint",
@@ -181,7 +184,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         report_dir=a.report, buckets=a.buckets, attention_plots=a.attention_plots,
         attn_layer=a.attention_layer, attn_head=a.attention_head, device=a.device,
         progress=sys.stderr.isatty(), overrides=_decode_overrides(a), metrics=a.metrics,
-        bootstrap=a.bootstrap)
+        bootstrap=a.bootstrap, comet_model=a.comet_model)
     print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
     print(format_scores(scores))
     print(f"report: {report}")

@@ -59,12 +59,38 @@ def _score(metric: Metric, stats: np.ndarray) -> float:
     return float(metric._compute_score_from_stats(stats.sum(axis=0)).score)
 
 
-def _all_stats(hyps: list[str], refs: list[str], metrics: tuple[str, ...]
+class MeanScore:
+    """A metric whose corpus score is the mean of given sentence scores (COMET): its sentence
+    statistics are (score, 1), so it resamples like the sacreBLEU metrics."""
+
+    def __init__(self, signature: str) -> None:
+        self.signature = signature
+
+    def get_signature(self) -> str:
+        return self.signature
+
+    def _compute_score_from_stats(self, stats):
+        class Score:
+            score = float(stats[0] / stats[1]) if stats[1] else 0.0
+        return Score
+
+    @staticmethod
+    def stats(scores: list[float]) -> np.ndarray:
+        return np.stack([np.asarray(scores, dtype=np.float64), np.ones(len(scores))], axis=1)
+
+
+def _all_stats(hyps: list[str], refs: list[str], metrics: tuple[str, ...],
+               extra: dict[str, tuple[MeanScore, list[float]]] | None = None
                ) -> dict[str, tuple[Metric, np.ndarray]]:
     _check_parallel(hyps, refs)
     if not hyps:
         raise NmtError("cannot score: no hypotheses")
-    return {name: (m, sentence_stats(m, hyps, refs)) for name in metrics for m in [make_metric(name)]}
+    out = {name: (m, sentence_stats(m, hyps, refs)) for name in metrics for m in [make_metric(name)]}
+    for name, (metric, scores) in (extra or {}).items():
+        if len(scores) != len(hyps):
+            raise NmtError(f"cannot score: {len(scores)} {name} scores for {len(hyps)} hypotheses")
+        out[name] = (metric, MeanScore.stats(scores))
+    return out
 
 
 def _corpus(stats: dict[str, tuple[Metric, np.ndarray]]) -> dict:
@@ -111,12 +137,14 @@ def bucket_members(srcs: list[str], ranges: list[tuple[int, int | None]]) -> lis
 
 def score_report(srcs: list[str], hyps: list[str], refs: list[str],
                  bounds: list[int] = DEFAULT_BUCKETS, metrics: tuple[str, ...] = DEFAULT_METRICS,
-                 n_samples: int = 0, seed: int = DEFAULT_SEED) -> dict:
+                 n_samples: int = 0, seed: int = DEFAULT_SEED,
+                 extra: dict[str, tuple[MeanScore, list[float]]] | None = None) -> dict:
     """Everything scores.json holds: corpus scores plus each metric per source-length bucket,
     each bucket scored as its own corpus (None when empty). With `n_samples` > 0 every score
-    gets a 95% bootstrap interval `METRIC_ci` = [low, high] from that many resamples."""
+    gets a 95% bootstrap interval `METRIC_ci` = [low, high] from that many resamples. `extra`
+    adds metrics given as sentence scores (name -> (MeanScore, scores)), averaged per group."""
     _check_parallel(hyps, refs, srcs)
-    stats = _all_stats(hyps, refs, metrics)
+    stats = _all_stats(hyps, refs, metrics, extra)
     scores = _corpus(stats)
     ranges = bucket_bounds(bounds)
     members = bucket_members(srcs, ranges)

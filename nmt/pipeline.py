@@ -22,8 +22,8 @@ from nmt.data.corpus import load_split, read_lines, split_lines
 from nmt.data.prepare import prepare
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
-from nmt.evaluate import (DEFAULT_METRICS, bucket_bounds, data_fingerprint, make_metric,
-                          score_report)
+from nmt.evaluate import (DEFAULT_METRICS, MeanScore, bucket_bounds, data_fingerprint,
+                          make_metric, score_report)
 from nmt.files import atomic_write
 from nmt.models import NMTModel, build_model
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
@@ -223,10 +223,11 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
              report_dir: Optional[str] = None, buckets: Optional[list[int]] = None,
              attention_plots: int = 0, attn_layer: int = -1, attn_head: Optional[int] = None,
              device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None,
-             metrics: tuple[str, ...] = DEFAULT_METRICS, bootstrap: int = DEFAULT_SAMPLES
-             ) -> tuple[dict, Path]:
+             metrics: tuple[str, ...] = DEFAULT_METRICS, bootstrap: int = DEFAULT_SAMPLES,
+             comet_model: Optional[str] = None) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots.
-    Scores get 95% bootstrap intervals from `bootstrap` resamples (0: none)."""
+    Scores get 95% bootstrap intervals from `bootstrap` resamples (0: none); `comet_model`, a
+    local COMET checkpoint, adds COMET (unbabel-comet must be installed)."""
     from nmt.report import write_report  # matplotlib: imported only when a report is written
 
     cfg, model, tok, meta = _load_for_decoding(target, device, overrides)
@@ -251,6 +252,8 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
     bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
     for m in metrics:
         make_metric(m)  # so does a bad --metrics
+    if comet_model and not Path(comet_model).is_file():
+        raise NmtError(f"--comet-model {comet_model}: no such file (a local COMET checkpoint)")
     model.set_attention_view(attn_layer, attn_head)
     k = cfg.decode.beam if beam is None else beam
     what = test_set["split"] or f"{src_file} / {ref_file}"
@@ -259,7 +262,13 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
     out = translate_texts(model, tok, srcs, cfg.decode, beam=k, nbest=1, device=device,
                           progress=progress, return_attn=attention_plots > 0)
     hyps = [t.text for t in out]
-    scores = score_report(srcs, hyps, refs, bounds, metrics, n_samples=bootstrap)
+    extra = None
+    if comet_model:
+        from nmt.comet import comet_scores
+        extra = {"comet": (MeanScore(f"comet:{comet_model}"),
+                           comet_scores(comet_model, srcs, hyps, refs,
+                                        gpus=int(str(device).startswith("cuda"))))}
+    scores = score_report(srcs, hyps, refs, bounds, metrics, n_samples=bootstrap, extra=extra)
     test_set.update({"n": len(srcs), "src_words": sum(len(s.split()) for s in srcs),
                      "ref_words": sum(len(r.split()) for r in refs),
                      "sha256": data_fingerprint(srcs, refs)})

@@ -24,7 +24,7 @@ from nmt.evaluate import SCORES_FILE, bucket_label
 
 HYPS_FILE, SRCS_FILE, REFS_FILE = "hyps.txt", "srcs.txt", "refs.txt"
 PLOT_FILE = "bleu_by_length.png"
-LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
+LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER", "comet": "COMET"}
 
 
 # ------------------------------------------------------------------------------- buckets

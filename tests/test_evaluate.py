@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import subprocess
 import sys
@@ -246,3 +247,47 @@ def test_ter_only_when_asked_and_unknown_metrics_are_errors(corpus):
     assert "ter_signature" in scores and "ter" in format_scores(scores).lower()
     with pytest.raises(NmtError, match="unknown metric 'comet'"):
         score_report(srcs, hyps, refs, metrics=("comet",))
+
+
+def test_comet_is_the_mean_of_its_sentence_scores_per_bucket_with_intervals(corpus):
+    from nmt.evaluate import MeanScore
+
+    srcs, hyps, refs = corpus
+    sent = [0.1 * i for i in range(len(hyps))]
+    scores = score_report(srcs, hyps, refs, n_samples=100,
+                          extra={"comet": (MeanScore("comet:model.ckpt"), sent)})
+    assert scores["comet"] == pytest.approx(np.mean(sent))
+    assert scores["comet_signature"] == "comet:model.ckpt"
+    assert scores["buckets"][0]["comet"] == pytest.approx(np.mean(sent[:3]))  # lengths 1, 5, 10
+    lo, hi = scores["comet_ci"]
+    assert lo <= scores["comet"] <= hi
+
+
+def test_comet_needs_a_local_checkpoint_and_the_package(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from nmt.comet import comet_scores
+
+    with pytest.raises(NmtError, match="no such file.*nothing is downloaded"):
+        comet_scores(str(tmp_path / "nowhere.ckpt"), ["s"], ["h"], ["r"])
+    ckpt = tmp_path / "model.ckpt"
+    ckpt.write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "comet", None)  # not installed
+    with pytest.raises(NmtError, match="pip install unbabel-comet"):
+        comet_scores(str(ckpt), ["s"], ["h"], ["r"])
+    seen = {}
+
+    class Model:
+        def predict(self, data, batch_size, gpus, progress_bar):
+            return types.SimpleNamespace(scores=[len(d["mt"]) / 10 for d in data])
+
+    def load_from_checkpoint(path):
+        seen["path"], seen["offline"] = path, os.environ.get("HF_HUB_OFFLINE")
+        return Model()
+
+    monkeypatch.setitem(sys.modules, "comet", types.SimpleNamespace(
+        load_from_checkpoint=load_from_checkpoint))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert comet_scores(str(ckpt), ["a", "b"], ["xy", "xyz"], ["r", "r"]) == [0.2, 0.3]
+    assert seen == {"path": str(ckpt), "offline": "1"} and "HF_HUB_OFFLINE" not in os.environ
