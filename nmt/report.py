@@ -170,7 +170,11 @@ def plot_bleu_by_length(scores_by_model: dict[str, dict], path: str | os.PathLik
         err = None
         if all(ci is not None for ci in cis):
             err = np.array([[v - ci[0] for v, ci in zip(y, cis)], [ci[1] - v for v, ci in zip(y, cis)]])
-        line = ax.errorbar(x + dx, y, yerr=err, marker="o", capsize=3, label=name, clip_on=False)
+        # A line joins neighbouring buckets only: a dropped empty bucket leaves a gap.
+        gaps = [i + 1 for i in range(len(shown) - 1) if shown[i + 1] != shown[i] + 1]
+        gx, gy = np.insert(x + dx, gaps, np.nan), np.insert(y, gaps, np.nan)
+        gerr = None if err is None else np.insert(err, gaps, np.nan, axis=1)
+        line = ax.errorbar(gx, gy, yerr=gerr, marker="o", capsize=3, label=name, clip_on=False)
         test = (tests or {}).get(name)
         if test:
             top = y if err is None else y + err[1]
@@ -220,7 +224,9 @@ def plot_attention(src_tokens: list[str], tgt_tokens: list[str], weights, path: 
     height = min(MAX_FIG_INCHES[1], max(3.0, INCH_PER_LABEL * 1.6 * len(tgt_tokens) + 2.0))
     fig = Figure(figsize=(width, height))
     ax = fig.add_subplot()
-    image = ax.imshow(w, cmap="Greys", vmin=0.0, vmax=max(1.0, float(w.max(initial=0.0))),
+    # Scaled to the largest weight, not to 1: attention spread over a long sentence stays
+    # visible (the colour bar gives the values).
+    image = ax.imshow(w, cmap="Greys", vmin=0.0, vmax=float(w.max(initial=0.0)) or 1.0,
                       aspect="auto", interpolation="nearest")
     for axis, tokens, inches, setter in ((0, src_tokens, width - 2.5, ax.set_xticks),
                                          (1, tgt_tokens, height - 2.0, ax.set_yticks)):

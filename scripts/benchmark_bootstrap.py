@@ -4,6 +4,8 @@ the same run (the peer: it materialises every resample's [n, d] statistics), as 
 
     python scripts/benchmark_bootstrap.py --out bench_bootstrap.json
 
+The resampling alone is also timed on the same BLEU statistics, ours (a count matrix times the
+statistics) against sacreBLEU's way (index each resample's rows, then sum), with the same draws.
 Two systems are made from the references of a 3,000-sentence test set (WMT news valid if
 present, else synthetic sentences) by dropping words at random. Timed, each `--repeats` times
 (median): sentence-statistics extraction alone (sacreBLEU's cost, paid once either way); our
@@ -92,6 +94,21 @@ def main() -> None:
                                                 seed=a.seed), a.repeats)
     t_ours, ours = timed(lambda: paired_tests(srcs, refs, hyp_a, hyp_b, DEFAULT_BUCKETS,
                                               n_samples=a.samples, seed=a.seed), a.repeats)
+    # The resampling alone, on the same BLEU statistics: ours (counts @ stats) against
+    # sacreBLEU's (index every resample's rows, sum them), both with sacreBLEU's draws.
+    import numpy as np
+
+    from nmt.bootstrap import resample_counts, resampled_scores
+    bleu = make_metric("bleu")
+    stats = sentence_stats(bleu, hyp_a, refs)
+    t_resample_ours, ours_samples = timed(lambda: resampled_scores(
+        bleu, stats, resample_counts(len(stats), a.samples, a.seed)), a.repeats)
+
+    def sacrebleu_way():
+        idx = np.random.default_rng(a.seed).choice(len(stats), size=(a.samples, len(stats)))
+        rows = np.array(stats, dtype="float32")[idx]
+        return np.array([bleu._compute_score_from_stats(r.sum(0)).score for r in rows])
+    t_resample_theirs, their_samples = timed(sacrebleu_way, a.repeats)
     os.environ["SACREBLEU_SEED"] = str(a.seed)
     t_theirs, (_, theirs) = timed(lambda: PairedTest(
         [("a", hyp_a), ("b", hyp_b)], {"BLEU": BLEU(), "chrF2": CHRF()}, [refs],
@@ -103,7 +120,10 @@ def main() -> None:
                     "score_report_with_bootstrap": t_boot,
                     "bootstrap_overhead": t_boot - t_plain,
                     "paired_tests_ours_overall_and_6_buckets": t_ours,
-                    "paired_test_sacrebleu_overall_only": t_theirs},
+                    "paired_test_sacrebleu_overall_only": t_theirs,
+                    "bleu_resampling_only_ours": t_resample_ours,
+                    "bleu_resampling_only_sacrebleu_way": t_resample_theirs},
+        "resampled_bleu_equal": bool(np.allclose(ours_samples, their_samples)),
         "bleu": scores["bleu"], "bleu_ci": scores["bleu_ci"],
         "p_values": {"ours": ours["p"], "sacrebleu": {"bleu": theirs["BLEU"][1].p_value,
                                                      "chrf": theirs["chrF2"][1].p_value}},
