@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--split", help="split role from the config (default: eval.split)")
     e.add_argument("--src", help="source file (with --ref) instead of a config split")
     e.add_argument("--ref", help="reference file (with --src)")
-    e.add_argument("--report", help="report directory (default: RUN/eval_SPLIT_beamK)")
+    e.add_argument("--report", help="report directory (default: RUN/eval_SPLIT_beamK, or "
+                   "RUN/eval_file_NAME_beamK for --src NAME.xx)")
     e.add_argument("--buckets", type=_ints, help="bucket upper bounds in source words, e.g. "
                    "10,20,30,40,50 (default: eval.buckets)")
     e.add_argument("--attention-plots", type=_count, default=0, metavar="N",
