@@ -36,6 +36,14 @@ def _int_at_least(lo: int):
 _positive, _count = _int_at_least(1), _int_at_least(0)
 
 
+def _metrics(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
+    bad = [n for n in names if n not in ("bleu", "chrf", "ter")]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"expected metrics from bleu, chrf, ter, got {text!r}")
+    return names
+
+
 def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=_positive, help="beam size (1 = greedy; default: decode.beam)")
     p.add_argument("--alpha", type=float, help="GNMT length penalty (default: decode.alpha)")
@@ -111,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--split", help="split role from the config (default: eval.split)")
     e.add_argument("--src", help="source file (with --ref) instead of a config split")
     e.add_argument("--ref", help="reference file (with --src)")
-    e.add_argument("--report", help="report directory (default: RUN/eval_SPLIT_beamK)")
+    e.add_argument("--report", help="report directory (default: RUN/eval_SPLIT_beamK, or "
+                   "RUN/eval_file_NAME_beamK for --src NAME.xx)")
     e.add_argument("--buckets", type=_ints, help="bucket upper bounds in source words, e.g. "
                    "10,20,30,40,50 (default: eval.buckets)")
     e.add_argument("--attention-plots", type=_count, default=0, metavar="N",
@@ -121,7 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--attention-head", type=int, default=None,
                    help="transformer head to plot (default: mean over heads)")
     e.add_argument("--compare", nargs="+", metavar="REPORT_DIR",
-                   help="also draw this report beside other report directories")
+                   help="also draw this report beside other report or run directories")
+    e.add_argument("--metrics", type=_metrics, default=("bleu", "chrf"),
+                   help="comma-separated sacreBLEU metrics: bleu, chrf, ter (default: bleu,chrf)")
+    e.add_argument("--bootstrap", type=_count, default=1000, metavar="N",
+                   help="bootstrap resamples for the 95%% intervals (0: none; default: 1000)")
+    e.add_argument("--comet-model", metavar="CKPT",
+                   help="also score COMET with this local checkpoint (needs unbabel-comet "
+                   "installed; nothing is downloaded)")
     _decode_args(e)
 
     tr = sub.add_parser("translate", help="translate text with a checkpoint",
@@ -144,10 +160,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", help="BLEU-by-length curves of several reports in one plot",
                        description="Draw several models' BLEU by source length in one plot and "
-                       "one table (compare.png, compare.md).")
-    c.add_argument("reports", nargs="+", help="report directories holding scores.json")
+                       "tables (compare.png, compare.md), with sacreBLEU's paired bootstrap test "
+                       "of each model against the first, overall and per length bucket "
+                       "(p-values in compare.md and compare.json, a star in the plot where "
+                       "p < 0.05). Reports on different test sets are refused.")
+    c.add_argument("reports", nargs="+", metavar="REPORT_OR_RUN",
+                   help="report directories (holding scores.json) or run directories (their "
+                   "newest report, or the one --split/--beam pick); the first is the baseline")
     c.add_argument("--out", default="compare", help="output directory (default: ./compare)")
-    c.add_argument("--names", help="comma-separated model names (default: directory names)")
+    c.add_argument("--names", help="comma-separated model names (default: run names)")
+    c.add_argument("--split", help="in run directories, take the report of this split")
+    c.add_argument("--beam", type=_positive, help="in run directories, take the report of this beam")
+    c.add_argument("--bootstrap", type=_count, default=1000, metavar="N",
+                   help="resamples of the paired bootstrap test against the first model "
+                   "(0: no test; default: 1000)")
 
     s = sub.add_parser("study", help="train and compare several models by sentence length",
                        description="Train each model of a study on the same data and budget, "
@@ -261,11 +287,13 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         a.checkpoint, split=a.split, src_file=a.src, ref_file=a.ref, beam=a.beam,
         report_dir=a.report, buckets=a.buckets, attention_plots=a.attention_plots,
         attn_layer=a.attention_layer, attn_head=a.attention_head, device=a.device,
-        progress=sys.stderr.isatty(), overrides=_decode_overrides(a), int8=a.int8)
+        progress=sys.stderr.isatty(), overrides=_decode_overrides(a), int8=a.int8,
+        metrics=a.metrics, bootstrap=a.bootstrap, comet_model=a.comet_model)
+    print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
     print(format_scores(scores))
     print(f"report: {report}")
     if a.compare:
-        from nmt.report import compare_reports
+        from nmt.compare import compare_reports
         table = compare_reports([str(report), *a.compare], report / "compare")
         print(table)
         print(f"comparison: {report / 'compare'}")
@@ -297,10 +325,11 @@ def cmd_score(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from nmt.report import compare_reports
+    from nmt.compare import compare_reports
 
     names = [n.strip() for n in a.names.split(",")] if a.names else None
-    print(compare_reports(a.reports, a.out, names))
+    print(compare_reports(a.reports, a.out, names, split=a.split, beam=a.beam,
+                          n_samples=a.bootstrap))
     print(f"plot: {Path(a.out) / 'compare.png'}")
     return 0
 

@@ -1,20 +1,28 @@
-"""Scoring: sacreBLEU corpus BLEU and chrF, BLEU by source length; reading scores.json back.
+"""Scoring: sacreBLEU corpus BLEU, chrF (and TER), each by source length with bootstrap
+intervals; paired significance tests between two systems; reading scores.json back.
 
 Works on plain strings only (detokenised hypotheses and references), so it never depends on
 models or data code. BLEU uses sacreBLEU's defaults (13a tokenisation, exp smoothing) and every
-score is stored with its signature, so numbers are comparable across papers and runs.
+score is stored with its signature, so numbers are comparable across papers and runs. Every
+score comes from sentence-level sufficient statistics summed over the sentences it covers, the way
+sacreBLEU computes a corpus score, so buckets and bootstrap resamples cost one extraction.
 
 Bucketing follows Bahdanau et al. (2014), Fig. 2: sentences are grouped by source length in
 words and each group is scored as its own corpus (BLEU is not an average of sentence BLEUs).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU, CHRF
+import numpy as np
+from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics.base import Metric
 
+from nmt.bootstrap import (DEFAULT_SAMPLES, DEFAULT_SEED, interval, paired_p_value,
+                           resample_counts, resampled_scores)
 from nmt.errors import NmtError
 
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows
@@ -30,19 +38,74 @@ def _check_parallel(hyps: list[str], refs: list[str], srcs: list[str] | None = N
         raise NmtError(f"cannot score: {len(srcs)} sources but {len(hyps)} hypotheses")
 
 
-def corpus_scores(hyps: list[str], refs: list[str]) -> dict:
-    """Corpus BLEU and chrF of `hyps` against one reference each, with sacreBLEU signatures."""
+METRICS = ("bleu", "chrf", "ter")  # sacreBLEU metrics a report can hold; TER: lower is better
+HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False}
+DEFAULT_METRICS = ("bleu", "chrf")
+
+
+def make_metric(name: str) -> Metric:
+    """A sacreBLEU metric with its default settings (the ones the signature records)."""
+    if name not in METRICS:
+        raise NmtError(f"unknown metric '{name}'; expected one of {', '.join(METRICS)}")
+    return {"bleu": BLEU, "chrf": CHRF, "ter": TER}[name]()
+
+
+def sentence_stats(metric: Metric, hyps: list[str], refs: list[str]) -> np.ndarray:
+    """[n, d] sentence-level sufficient statistics; a corpus score is a function of their sum."""
+    return np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)
+
+
+def _score(metric: Metric, stats: np.ndarray) -> float:
+    return float(metric._compute_score_from_stats(stats.sum(axis=0)).score)
+
+
+class MeanScore:
+    """A metric whose corpus score is the mean of given sentence scores (COMET): its sentence
+    statistics are (score, 1), so it resamples like the sacreBLEU metrics."""
+
+    def __init__(self, signature: str) -> None:
+        self.signature = signature
+
+    def get_signature(self) -> str:
+        return self.signature
+
+    def _compute_score_from_stats(self, stats):
+        class Score:
+            score = float(stats[0] / stats[1]) if stats[1] else 0.0
+        return Score
+
+    @staticmethod
+    def stats(scores: list[float]) -> np.ndarray:
+        return np.stack([np.asarray(scores, dtype=np.float64), np.ones(len(scores))], axis=1)
+
+
+def _all_stats(hyps: list[str], refs: list[str], metrics: tuple[str, ...],
+               extra: dict[str, tuple[MeanScore, list[float]]] | None = None
+               ) -> dict[str, tuple[Metric, np.ndarray]]:
     _check_parallel(hyps, refs)
     if not hyps:
         raise NmtError("cannot score: no hypotheses")
-    bleu, chrf = BLEU(), CHRF()
-    return {
-        "bleu": bleu.corpus_score(hyps, [refs]).score,
-        "chrf": chrf.corpus_score(hyps, [refs]).score,
-        "signature": str(bleu.get_signature()),
-        "chrf_signature": str(chrf.get_signature()),
-        "n": len(hyps),
-    }
+    out = {name: (m, sentence_stats(m, hyps, refs)) for name in metrics for m in [make_metric(name)]}
+    for name, (metric, scores) in (extra or {}).items():
+        if len(scores) != len(hyps):
+            raise NmtError(f"cannot score: {len(scores)} {name} scores for {len(hyps)} hypotheses")
+        out[name] = (metric, MeanScore.stats(scores))
+    return out
+
+
+def _corpus(stats: dict[str, tuple[Metric, np.ndarray]]) -> dict:
+    out: dict = {}
+    for name, (metric, st) in stats.items():
+        out[name] = _score(metric, st)
+        out["signature" if name == "bleu" else f"{name}_signature"] = str(metric.get_signature())
+    return {**out, "n": len(next(iter(stats.values()))[1])}
+
+
+def corpus_scores(hyps: list[str], refs: list[str], metrics: tuple[str, ...] = DEFAULT_METRICS
+                  ) -> dict:
+    """Corpus BLEU and chrF (and TER if asked) of `hyps` against one reference each, with
+    sacreBLEU signatures."""
+    return _corpus(_all_stats(hyps, refs, metrics))
 
 
 def bucket_bounds(bounds: list[int]) -> list[tuple[int, int | None]]:
@@ -61,31 +124,77 @@ def bucket_label(lo: int, hi: int | None) -> str:
     return f"{lo}+" if hi is None else f"{lo}-{hi}"
 
 
-def bleu_by_length(srcs: list[str], hyps: list[str], refs: list[str],
-                   bounds: list[int] = DEFAULT_BUCKETS) -> list[dict]:
-    """Corpus BLEU of each source-length bucket (None for an empty bucket).
-
-    A sentence goes to the first bucket whose upper bound covers its word count, so the rare
-    empty source (0 words) is counted in the first bucket and the counts always add up to n.
-    """
-    _check_parallel(hyps, refs, srcs)
-    ranges = bucket_bounds(bounds)
+def bucket_members(srcs: list[str], ranges: list[tuple[int, int | None]]) -> list[np.ndarray]:
+    """Sentence indices of each bucket. A sentence goes to the first bucket whose upper bound
+    covers its word count, so the rare empty source (0 words) is counted in the first bucket and
+    the counts always add up to n."""
     members: list[list[int]] = [[] for _ in ranges]
     for i, src in enumerate(srcs):
         words = len(src.split())
-        k = next(k for k, (_, hi) in enumerate(ranges) if hi is None or words <= hi)
-        members[k].append(i)
-    buckets = []
-    for (lo, hi), idx in zip(ranges, members):
-        bleu = BLEU().corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]]).score if idx else None
-        buckets.append({"lo": lo, "hi": hi, "n": len(idx), "bleu": bleu})
-    return buckets
+        members[next(k for k, (_, hi) in enumerate(ranges) if hi is None or words <= hi)].append(i)
+    return [np.asarray(m, dtype=np.int64) for m in members]
 
 
 def score_report(srcs: list[str], hyps: list[str], refs: list[str],
-                 bounds: list[int] = DEFAULT_BUCKETS) -> dict:
-    """Everything scores.json holds: corpus scores plus BLEU per source-length bucket."""
-    return {**corpus_scores(hyps, refs), "buckets": bleu_by_length(srcs, hyps, refs, bounds)}
+                 bounds: list[int] = DEFAULT_BUCKETS, metrics: tuple[str, ...] = DEFAULT_METRICS,
+                 n_samples: int = 0, seed: int = DEFAULT_SEED,
+                 extra: dict[str, tuple[MeanScore, list[float]]] | None = None) -> dict:
+    """Everything scores.json holds: corpus scores plus each metric per source-length bucket,
+    each bucket scored as its own corpus (None when empty). With `n_samples` > 0 every score
+    gets a 95% bootstrap interval `METRIC_ci` = [low, high] from that many resamples. `extra`
+    adds metrics given as sentence scores (name -> (MeanScore, scores)), averaged per group."""
+    _check_parallel(hyps, refs, srcs)
+    stats = _all_stats(hyps, refs, metrics, extra)
+    scores = _corpus(stats)
+    ranges = bucket_bounds(bounds)
+    members = bucket_members(srcs, ranges)
+    buckets = [{"lo": lo, "hi": hi, "n": len(idx)} for (lo, hi), idx in zip(ranges, members)]
+    for out, idx in [*zip(buckets, members), (scores, np.arange(len(hyps)))]:
+        # one set of draws per group, shared by the metrics
+        counts = resample_counts(len(idx), n_samples, seed) if n_samples and len(idx) else None
+        for name, (metric, st) in stats.items():
+            out[name] = _score(metric, st[idx]) if len(idx) else None
+            if n_samples:
+                out[f"{name}_ci"] = (None if counts is None else
+                                     interval(resampled_scores(metric, st[idx], counts)))
+    scores["buckets"] = buckets
+    if n_samples:
+        scores["bootstrap"] = {"samples": n_samples, "seed": seed, "confidence": 0.95}
+    return scores
+
+
+def bleu_by_length(srcs: list[str], hyps: list[str], refs: list[str],
+                   bounds: list[int] = DEFAULT_BUCKETS) -> list[dict]:
+    """Corpus BLEU of each source-length bucket (None for an empty bucket)."""
+    return score_report(srcs, hyps, refs, bounds, metrics=("bleu",))["buckets"]
+
+
+def paired_tests(srcs: list[str], refs: list[str], hyps_a: list[str], hyps_b: list[str],
+                 bounds: list[int], metrics: tuple[str, ...] = DEFAULT_METRICS,
+                 n_samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict:
+    """sacreBLEU's paired bootstrap test of system b against baseline a, on the whole test set
+    and in each source-length bucket: {"p": {metric: p}, "buckets": [{metric: p or None}]}."""
+    _check_parallel(hyps_b, refs, srcs)
+    sa, sb = _all_stats(hyps_a, refs, metrics), _all_stats(hyps_b, refs, metrics)
+    members = bucket_members(srcs, bucket_bounds(bounds))
+    out: dict = {"p": {}, "buckets": [{} for _ in members]}
+    for p, idx in [*zip(out["buckets"], members), (out["p"], np.arange(len(refs)))]:
+        counts = resample_counts(len(idx), n_samples, seed) if len(idx) else None  # both systems
+        for name, (metric, a) in sa.items():
+            b = sb[name][1]
+            p[name] = None if counts is None else paired_p_value(
+                resampled_scores(metric, a[idx], counts), resampled_scores(metric, b[idx], counts),
+                _score(metric, a[idx]), _score(metric, b[idx]))
+    return out
+
+
+def data_fingerprint(srcs: list[str], refs: list[str]) -> str:
+    """sha256 of the source and reference lines: two reports with the same one were scored on
+    the same test set, in the same order."""
+    h = hashlib.sha256()
+    for src, ref in zip(srcs, refs):
+        h.update(src.encode("utf-8") + b"\t" + ref.encode("utf-8") + b"\n")
+    return h.hexdigest()
 
 
 def load_scores(report_dir: str | os.PathLike) -> dict:

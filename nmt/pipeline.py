@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from nmt.bootstrap import DEFAULT_SAMPLES
 from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_models, resolve,
                             step_checkpoints, tokenizer_from_payload)
 from nmt.config import Config, dump_yaml, load_config, with_decode_options
@@ -22,7 +23,8 @@ from nmt.data.corpus import load_split, read_lines, split_lines
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
-from nmt.evaluate import bucket_bounds
+from nmt.evaluate import (DEFAULT_METRICS, MeanScore, bucket_bounds, data_fingerprint,
+                          make_metric, score_report)
 from nmt.files import atomic_write
 from nmt.finetune import init_optimizer, init_weights, load_parent
 from nmt.models import NMTModel, build_model
@@ -303,8 +305,12 @@ def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Opt
              report_dir: Optional[str] = None, buckets: Optional[list[int]] = None,
              attention_plots: int = 0, attn_layer: int = -1, attn_head: Optional[int] = None,
              device: Optional[str] = None, progress: bool = True,
-             overrides: Optional[dict] = None, int8: bool = False) -> tuple[dict, Path]:
-    """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots."""
+             overrides: Optional[dict] = None, int8: bool = False,
+             metrics: tuple[str, ...] = DEFAULT_METRICS, bootstrap: int = DEFAULT_SAMPLES,
+             comet_model: Optional[str] = None) -> tuple[dict, Path]:
+    """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots.
+    Scores get 95% bootstrap intervals from `bootstrap` resamples (0: none); `comet_model`, a
+    local COMET checkpoint, adds COMET (unbabel-comet must be installed)."""
     from nmt.report import write_report  # matplotlib: imported only when a report is written
 
     cfg, model, tok, meta = _load_for_decoding(target, device, overrides, int8)
@@ -316,34 +322,84 @@ def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Opt
         if len(srcs) != len(refs):
             raise NmtError(f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has "
                            f"{len(refs)}")
-        name = Path(src_file).stem
+        name = f"file_{Path(src_file).stem}"  # never the directory of a split's report
+        test_set = {"split": None, "src_file": str(Path(src_file).resolve()),
+                    "ref_file": str(Path(ref_file).resolve())}
     else:
         split = split or cfg.eval.split
         srcs, refs = load_split(cfg.data, split)
         name = split
+        test_set = {"split": split, "data": _data_name(cfg)}
     if not srcs:
-        raise NmtError(f"nothing to evaluate: {name} is empty")
+        raise NmtError(f"nothing to evaluate: {test_set['split'] or src_file} is empty")
     bounds = buckets or cfg.eval.buckets
     bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
+    for m in metrics:
+        make_metric(m)  # so does a bad --metrics
+    if comet_model and not Path(comet_model).is_file():
+        raise NmtError(f"--comet-model {comet_model}: no such file (a local COMET checkpoint)")
     model.set_attention_view(attn_layer, attn_head)
     k = cfg.decode.beam if beam is None else beam
+    what = test_set["split"] or f"{src_file} / {ref_file}"
+    log.info(f"evaluating {meta['path']} (step {meta['step']}) on {what}: {len(srcs)} "
+             f"sentences, beam {k}")
     with decoding_autocast(cfg, device):
-        out, scores = score_texts(model, tok, srcs, refs, cfg.decode, beam=k,
-                                  bounds=bounds, device=device,
-                                  progress=progress, return_attn=attention_plots > 0)
-    scores.update({"checkpoint": meta["path"], "step": meta["step"], "split": name})
+        out = translate_texts(model, tok, srcs, cfg.decode, beam=k, nbest=1, device=device,
+                              progress=progress, return_attn=attention_plots > 0)
+    hyps = [t.text for t in out]
+    extra = None
+    if comet_model:
+        from nmt.comet import comet_scores
+        extra = {"comet": (MeanScore(f"comet:{comet_model}"),
+                           comet_scores(comet_model, srcs, hyps, refs,
+                                        gpus=int(str(device).startswith("cuda"))))}
+    scores = score_report(srcs, hyps, refs, bounds, metrics, n_samples=bootstrap, extra=extra)
+    test_set.update({"n": len(srcs), "src_words": sum(len(s.split()) for s in srcs),
+                     "ref_words": sum(len(r.split()) for r in refs),
+                     "sha256": data_fingerprint(srcs, refs)})
+    scores.update({"beam": k, "checkpoint": meta["path"], "step": meta["step"],
+                   "split": test_set["split"], "test_set": test_set})
     ckpt = Path(meta["path"])
     run_dir = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
     members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
     report = Path(report_dir) if report_dir else \
         run_dir / f"eval_{name}_beam{k}{members}{'_int8' if int8 else ''}"
-    write_report(report, scores, [t.text for t in out])
+    ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
+    model_name = (f"{run_dir.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}"
+                  f"{', int8' if int8 else ''})")
+    write_report(report, scores, hyps, srcs=srcs, refs=refs, name=model_name,
+                 title=f"BLEU by source length: {what}, {len(srcs)} sentences")
     if attention_plots:
-        _attention_plots(out, tok, report, attention_plots)
+        view = _attention_view(cfg, model, attn_layer, attn_head)
+        _attention_plots(out, srcs, tok, report, attention_plots, f"{model_name}, {view}")
     return scores, report
 
 
-def _attention_plots(out: list[Translation], tok, report: Path, n: int) -> None:
+def _data_name(cfg: Config) -> str:
+    """Where a split comes from, for the report: the hub dataset or the local directory."""
+    d = cfg.data
+    if d.source == "hub":
+        return f"hub:{d.hub_name}" + (f"/{d.hub_config}" if d.hub_config else "")
+    if d.source == "local":
+        return f"local:{Path(d.path).resolve() if d.path else '?'}"
+    return f"synthetic:seed={d.synthetic.seed}"
+
+
+def _attention_view(cfg: Config, model: NMTModel, layer: int, head: Optional[int]) -> str:
+    layers, heads = model.attention_shape()
+    if layers == 1 and heads == 1:
+        return "attention"
+    shown = layer % layers + 1
+    return (f"cross-attention layer {shown}/{layers}, "
+            + ("mean of heads" if head is None else f"head {head + 1}/{heads}"))
+
+
+def _attention_plots(out: list[Translation], srcs: list[str], tok, report: Path, n: int,
+                     what: str) -> None:
+    """Heatmaps of the first n sentences, labelled with what the reader typed: each source
+    piece's own input text (an unknown word keeps its spelling), target pieces without the
+    word-boundary marker."""
+    from nmt.pieces import display, surfaces
     from nmt.report import plot_attention
 
     made = 0
@@ -352,13 +408,18 @@ def _attention_plots(out: list[Translation], tok, report: Path, n: int) -> None:
             break
         if t.hyp is None or t.hyp.attn is None:
             continue
-        tgt = tok.tgt_pieces(t.hyp.tokens) + ["</s>"]
-        plot_attention(t.src_pieces, tgt, t.hyp.attn.float().cpu().numpy(),
-                       report / f"attention_{i + 1}.png", title=f"sentence {i + 1}")
+        text = srcs[i].lower() if tok.lowercase else srcs[i]
+        pieces = t.src_pieces[:-1]  # the model's pieces (maybe truncated), then </s>
+        surf = surfaces(tok.src, text)[:len(pieces)]
+        surf = surf if len(surf) == len(pieces) else [""] * len(pieces)
+        src = [s or display(p) or "\u00b7" for s, p in zip(surf, pieces)] + ["</s>"]
+        tgt = [display(p) or "\u00b7" for p in tok.tgt_pieces(t.hyp.tokens)] + ["</s>"]
+        plot_attention(src, tgt, t.hyp.attn.float().cpu().numpy(),
+                       report / f"attention_{i + 1}.png",
+                       title=f"{what}\nsentence {i + 1}: {len(srcs[i].split())} words")
         made += 1
     if made == 0:
         log.warning("--attention-plots: this model reports no attention (seq2seq has none)")
-
 
 
 def _format(t: Translation, index: int, nbest: int) -> list[str]:

@@ -1,5 +1,6 @@
-"""Report files: hyps.txt and scores.json of an evaluation, tables and plots of BLEU by source
-length per model, and attention maps.
+"""Report files: an evaluation's hyps.txt, srcs.txt, refs.txt and scores.json; tables and plots of
+scores by source length per model, with bootstrap intervals and paired significance tests; and
+attention maps.
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so nothing needs a display
 and no global figure state leaks between calls. Every file is written atomically.
@@ -11,18 +12,22 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from nmt.bootstrap import SIGNIFICANCE
 from nmt.errors import NmtError
-from nmt.evaluate import SCORES_FILE, bucket_label, load_scores
-from nmt.files import atomic_write
+from nmt.evaluate import SCORES_FILE, bucket_label
 
-COMPARE_PLOT = "compare.png"
-COMPARE_TABLE = "compare.md"
+HYPS_FILE, SRCS_FILE, REFS_FILE = "hyps.txt", "srcs.txt", "refs.txt"
+PLOT_FILE = "bleu_by_length.png"
+LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER", "comet": "COMET"}
 
+
+# ------------------------------------------------------------------------------- buckets
 
 def _buckets(scores_by_model: dict[str, dict]) -> list[tuple[int, int | None]]:
     """The shared (lo, hi) bucket ranges; every model must use the same ones to be compared."""
@@ -40,15 +45,27 @@ def _buckets(scores_by_model: dict[str, dict]) -> list[tuple[int, int | None]]:
     return ranges[first]
 
 
-def bucket_table(scores_by_model: dict[str, dict]) -> str:
-    """Markdown table: a row per length bucket, its sentence count, and each model's BLEU."""
+def shown_buckets(scores_by_model: dict[str, dict]) -> tuple[list[int], list[str]]:
+    """Indices of the buckets that hold sentences, and the labels of the empty ones left out."""
     ranges = _buckets(scores_by_model)
-    names = list(scores_by_model)
-    counts = [b["n"] for b in scores_by_model[names[0]]["buckets"]]
-    fmt = lambda bleu: "-" if bleu is None else f"{bleu:.2f}"
-    header = ["source words", "n", *names]
-    rows = [[bucket_label(lo, hi), str(n), *(fmt(s["buckets"][k]["bleu"]) for s in scores_by_model.values())]
-            for k, ((lo, hi), n) in enumerate(zip(ranges, counts))]
+    first = next(iter(scores_by_model.values()))["buckets"]
+    shown = [k for k, b in enumerate(first) if b["n"] > 0]
+    return shown, [bucket_label(*ranges[k]) for k in range(len(ranges)) if k not in shown]
+
+
+def _fmt(value: Optional[float], ci: Optional[list] = None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if not ci else f"{value:.2f} [{ci[0]:.1f}, {ci[1]:.1f}]"
+
+
+def _fmt_p(p: Optional[float]) -> str:
+    if p is None:
+        return "-"
+    return ("<0.001" if p < 0.001 else f"{p:.3f}") + (" *" if p < SIGNIFICANCE else "")
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
 
     def line(cells: list[str]) -> str:
@@ -58,97 +75,211 @@ def bucket_table(scores_by_model: dict[str, dict]) -> str:
     return "\n".join([line(header), rule, *map(line, rows)]) + "\n"
 
 
-def _save(fig: Figure, path: str | os.PathLike) -> None:
+def _notes(scores_by_model: dict[str, dict], dropped: list[str], tests: Optional[dict]) -> str:
+    notes = []
+    if dropped:
+        notes.append(f"Empty buckets not shown: {', '.join(dropped)} source words "
+                     f"(no sentence that long).")
+    boot = next(iter(scores_by_model.values())).get("bootstrap")
+    if boot:
+        notes.append(f"[low, high]: 95% bootstrap interval ({boot['samples']} resamples, "
+                     f"seed {boot['seed']}).")
+    if tests:
+        first = next(iter(scores_by_model))
+        samples = next(iter(tests.values())).get("samples", "?")
+        notes.append(f"p: sacreBLEU's paired bootstrap test against {first} ({samples} "
+                     f"resamples); * p < {SIGNIFICANCE}.")
+    return "".join(f"\n{n}\n" for n in notes)
+
+
+def bucket_table(scores_by_model: dict[str, dict], metric: str = "bleu",
+                 tests: Optional[dict] = None) -> str:
+    """Markdown table of one metric: a row per non-empty length bucket and one for the whole
+    test set, the sentence count, each model's score [95% interval], and with `tests` (model ->
+    paired test against the first model) a p-value column after each other model."""
+    ranges = _buckets(scores_by_model)
+    shown, dropped = shown_buckets(scores_by_model)
+    names = list(scores_by_model)
+    header = ["source words", "n"]
+    for i, name in enumerate(names):
+        header.append(name if metric == "bleu" or len(names) == 1 else f"{name} {LABELS[metric]}")
+        if tests and i > 0:
+            header.append(f"p ({name})")
+
+    def row(label: str, n: int, get, get_p) -> list[str]:
+        cells = [label, str(n)]
+        for i, (name, s) in enumerate(scores_by_model.items()):
+            value, ci = get(s)
+            cells.append(_fmt(value, ci))
+            if tests and i > 0:
+                cells.append(_fmt_p(get_p(tests.get(name))))
+        return cells
+
+    rows = [row(bucket_label(*ranges[k]), next(iter(scores_by_model.values()))["buckets"][k]["n"],
+                lambda s, k=k: (s["buckets"][k].get(metric), s["buckets"][k].get(f"{metric}_ci")),
+                lambda t, k=k: t and t["buckets"][k].get(metric))
+            for k in shown]
+    first = next(iter(scores_by_model.values()))
+    rows.append(row("all", first["n"], lambda s: (s.get(metric), s.get(f"{metric}_ci")),
+                    lambda t: t and t["p"].get(metric)))
+    return _markdown(header, rows) + _notes(scores_by_model, dropped, tests)
+
+
+def metrics_table(scores: dict) -> str:
+    """One model's table: a row per non-empty bucket (and 'all'), a column per metric."""
+    ranges = _buckets({"m": scores})
+    shown, dropped = shown_buckets({"m": scores})
+    metrics = [m for m in LABELS if m in scores]
+    header = ["source words", "n", *(LABELS[m] for m in metrics)]
+    rows = [[bucket_label(*ranges[k]), str(scores["buckets"][k]["n"]),
+             *(_fmt(scores["buckets"][k].get(m), scores["buckets"][k].get(f"{m}_ci"))
+               for m in metrics)] for k in shown]
+    rows.append(["all", str(scores["n"]), *(_fmt(scores[m], scores.get(f"{m}_ci"))
+                                             for m in metrics)])
+    return _markdown(header, rows) + _notes({"m": scores}, dropped, None)
+
+
+# ------------------------------------------------------------------------------- plots
+
+def _save(fig: Figure, path: str | os.PathLike, dpi: int = 120) -> None:
+    from nmt.files import atomic_write
+
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     atomic_write(path, buf.getvalue())
 
 
 def plot_bleu_by_length(scores_by_model: dict[str, dict], path: str | os.PathLike,
-                        title: str | None = None) -> None:
-    """BLEU against source-length bucket, one line per model (Bahdanau et al. 2014, Fig. 2)."""
+                        title: str | None = None, tests: Optional[dict] = None,
+                        metric: str = "bleu") -> None:
+    """A metric against source-length bucket, one line per model (Bahdanau et al. 2014, Fig. 2),
+    with 95% bootstrap intervals as error bars, each bucket's sentence count under its label and,
+    with `tests`, a star over a model's point where it differs significantly from the first."""
     ranges = _buckets(scores_by_model)
-    x = np.arange(len(ranges))
-    fig = Figure(figsize=(6.4, 4.2))
+    shown, dropped = shown_buckets(scores_by_model)
+    first = next(iter(scores_by_model.values()))
+    x = np.arange(len(shown), dtype=float)
+    fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
-    for name, scores in scores_by_model.items():
-        # NaN leaves a gap for an empty bucket instead of pretending its BLEU is 0.
-        y = [math.nan if b["bleu"] is None else b["bleu"] for b in scores["buckets"]]
-        ax.plot(x, y, marker="o", label=name, clip_on=False)  # keep BLEU-0 markers whole
-    ax.set_xticks(x, [bucket_label(lo, hi) for lo, hi in ranges])
-    ax.set_xlabel("source sentence length (words)")
-    ax.set_ylabel("BLEU")
+    offsets = np.linspace(-0.08, 0.08, len(scores_by_model)) if len(scores_by_model) > 1 else [0.0]
+    for (name, scores), dx in zip(scores_by_model.items(), offsets):
+        bs = [scores["buckets"][k] for k in shown]
+        y = np.array([math.nan if b.get(metric) is None else b[metric] for b in bs])
+        cis = [b.get(f"{metric}_ci") for b in bs]
+        err = None
+        if all(ci is not None for ci in cis):
+            err = np.array([[v - ci[0] for v, ci in zip(y, cis)], [ci[1] - v for v, ci in zip(y, cis)]])
+        # A line joins neighbouring buckets only: a dropped empty bucket leaves a gap.
+        gaps = [i + 1 for i in range(len(shown) - 1) if shown[i + 1] != shown[i] + 1]
+        gx, gy = np.insert(x + dx, gaps, np.nan), np.insert(y, gaps, np.nan)
+        gerr = None if err is None else np.insert(err, gaps, np.nan, axis=1)
+        line = ax.errorbar(gx, gy, yerr=gerr, marker="o", capsize=3, label=name, clip_on=False)
+        test = (tests or {}).get(name)
+        if test:
+            top = y if err is None else y + err[1]
+            for xi, k, t in zip(x, shown, top):
+                p = test["buckets"][k].get(metric)
+                if p is not None and p < SIGNIFICANCE:
+                    ax.annotate("*", (xi + dx, t), ha="center", va="bottom", fontsize=14,
+                                color=line.lines[0].get_color())
+    ax.set_xticks(x, [f"{bucket_label(*ranges[k])}\nn={first['buckets'][k]['n']}" for k in shown])
+    ax.set_xlabel("source sentence length (words)"
+                  + (f"; empty, not shown: {', '.join(dropped)}" if dropped else ""))
+    ax.set_ylabel(LABELS.get(metric, metric) + (" (95% bootstrap interval)"
+                                                if first.get("bootstrap") else ""))
     ax.set_ylim(bottom=0)
+    ax.margins(x=0.1)
     ax.grid(True, alpha=0.4)
-    ax.legend()
+    handles, labels = ax.get_legend_handles_labels()
+    if tests:
+        first_name = next(iter(scores_by_model))
+        handles.append(ax.plot([], [], " ")[0])
+        labels.append(f"* p < {SIGNIFICANCE} vs {first_name} (paired bootstrap)")
+    ax.legend(handles, labels, fontsize=8)
     if title:
         ax.set_title(title)
     _save(fig, path)
 
 
-def compare_reports(report_dirs: list[str], out_dir: str | os.PathLike,
-                    names: list[str] | None = None) -> str:
-    """Load each report dir's scores.json; write compare.png and compare.md; return the table."""
-    if not report_dirs:
-        raise NmtError("nothing to compare: no report directories given")
-    if names is None:
-        names = [Path(d).resolve().name for d in report_dirs]
-    if len(names) != len(report_dirs):
-        raise NmtError(f"got {len(names)} names for {len(report_dirs)} report directories")
-    if len(set(names)) != len(names):
-        raise NmtError(f"model names must be distinct to compare them, got {names}")
-    scores_by_model = {name: load_scores(d) for name, d in zip(names, report_dirs)}
-    table = bucket_table(scores_by_model)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / COMPARE_TABLE, table)
-    plot_bleu_by_length(scores_by_model, out / COMPARE_PLOT, title="BLEU by source length")
-    return table
+MAX_FIG_INCHES = (14.0, 12.0)  # about 1700 x 1450 px at 120 dpi, whatever the sentence length
+INCH_PER_LABEL = 0.11          # a 7-point label; a longer axis labels every k-th token
+
+
+def _label_ticks(n: int, inches: float) -> list[int]:
+    step = max(1, math.ceil(n * INCH_PER_LABEL / inches))
+    return list(range(0, n, step))
 
 
 def plot_attention(src_tokens: list[str], tgt_tokens: list[str], weights, path: str | os.PathLike,
                    title: str | None = None) -> None:
-    """Heatmap of attention weights [len(tgt_tokens), len(src_tokens)]: source on x, target on y."""
+    """Heatmap of attention weights [len(tgt_tokens), len(src_tokens)]: source on x, target on y.
+    The figure grows with the sentence up to MAX_FIG_INCHES; past that, every k-th token is
+    labelled (with its position) so the labels stay readable."""
     w = np.asarray(weights, dtype=float)
     if w.shape != (len(tgt_tokens), len(src_tokens)):
         raise NmtError(f"attention weights have shape {w.shape}, expected "
                        f"({len(tgt_tokens)}, {len(src_tokens)}) = (target tokens, source tokens)")
-    # Grow the figure with the sentence so every token keeps a legible tick label.
-    fig = Figure(figsize=(max(4.0, 0.35 * len(src_tokens) + 2), max(3.0, 0.35 * len(tgt_tokens) + 1.5)))
+    width = min(MAX_FIG_INCHES[0], max(4.0, INCH_PER_LABEL * 1.6 * len(src_tokens) + 2.5))
+    height = min(MAX_FIG_INCHES[1], max(3.0, INCH_PER_LABEL * 1.6 * len(tgt_tokens) + 2.0))
+    fig = Figure(figsize=(width, height))
     ax = fig.add_subplot()
-    image = ax.imshow(w, cmap="Greys", vmin=0.0, vmax=max(1.0, float(w.max(initial=0.0))), aspect="auto")
-    ax.set_xticks(range(len(src_tokens)), src_tokens, rotation=90)
-    ax.set_yticks(range(len(tgt_tokens)), tgt_tokens)
-    ax.set_xlabel("source")
+    # Scaled to the largest weight, not to 1: attention spread over a long sentence stays
+    # visible (the colour bar gives the values).
+    image = ax.imshow(w, cmap="Greys", vmin=0.0, vmax=float(w.max(initial=0.0)) or 1.0,
+                      aspect="auto", interpolation="nearest")
+    for axis, tokens, inches, setter in ((0, src_tokens, width - 2.5, ax.set_xticks),
+                                         (1, tgt_tokens, height - 2.0, ax.set_yticks)):
+        ticks = _label_ticks(len(tokens), inches)
+        every = len(ticks) < len(tokens)
+        labels = [f"{tokens[i]} ({i + 1})" if every else tokens[i] for i in ticks]
+        setter(ticks, labels, fontsize=7, **({"rotation": 90} if axis == 0 else {}))
+    ax.set_xlabel("source" + (" (every k-th token labelled, with its position)"
+                              if len(_label_ticks(len(src_tokens), width - 2.5)) < len(src_tokens)
+                              else ""))
     ax.set_ylabel("target")
-    fig.colorbar(image, ax=ax)
+    fig.colorbar(image, ax=ax, fraction=0.03)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=9)
     _save(fig, path)
 
 
-HYPS_FILE = "hyps.txt"
-PLOT_FILE = "bleu_by_length.png"
+# ------------------------------------------------------------------------------- files
+
+def _lines(texts: list[str]) -> str:
+    # A line must stay one line, or the file stops lining up with the others.
+    return "".join(" ".join(t.splitlines()) + "\n" for t in texts)
 
 
-def write_report(report_dir: str | os.PathLike, scores: dict, hyps: list[str], plot: bool = True) -> None:
-    """Write hyps.txt, scores.json and (if `plot`) bleu_by_length.png into `report_dir`."""
+def write_report(report_dir: str | os.PathLike, scores: dict, hyps: list[str], plot: bool = True,
+                 srcs: Optional[list[str]] = None, refs: Optional[list[str]] = None,
+                 name: Optional[str] = None, title: Optional[str] = None) -> None:
+    """Write hyps.txt, scores.json, (with them) srcs.txt and refs.txt, which later paired tests
+    read, and (if `plot`) bleu_by_length.png into `report_dir`; `name` labels the curve."""
+    from nmt.files import atomic_write
+
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
-    # A hypothesis must stay on its own line, or hyps.txt stops lining up with the references.
-    lines = "".join(" ".join(h.splitlines()) + "\n" for h in hyps)
-    atomic_write(out / HYPS_FILE, lines)
+    atomic_write(out / HYPS_FILE, _lines(hyps))
+    for file, texts in ((SRCS_FILE, srcs), (REFS_FILE, refs)):
+        if texts is not None:
+            atomic_write(out / file, _lines(texts))
     atomic_write(out / SCORES_FILE, json.dumps(scores, indent=2) + "\n")
     if plot:
-        plot_bleu_by_length({out.name or "model": scores}, out / PLOT_FILE, title="BLEU by source length")
+        plot_bleu_by_length({name or out.name or "model": scores}, out / PLOT_FILE,
+                            title=title or "BLEU by source length")
 
 
 def format_scores(scores: dict) -> str:
-    """Human-readable scores: BLEU and chrF with their signatures, then the by-length table."""
-    text = f"BLEU = {scores['bleu']:.2f} (signature {scores['signature']})\n"
-    if "chrf" in scores:
-        text += f"chrF = {scores['chrf']:.2f} (signature {scores.get('chrf_signature', '?')})\n"
+    """Human-readable scores: each metric with its interval and signature, then the table."""
+    lines = []
+    for m, label in LABELS.items():
+        if m in scores:
+            ci = scores.get(f"{m}_ci")
+            sig = scores.get("signature" if m == "bleu" else f"{m}_signature", "?")
+            interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+            lines.append(f"{label} = {scores[m]:.2f}{interval} (signature {sig})")
+    text = "\n".join(lines) + "\n"
     if scores.get("buckets"):
-        text += "\n" + bucket_table({"BLEU": scores})
+        text += "\n" + metrics_table(scores)
     return text

@@ -24,7 +24,8 @@ from nmt.config import (apply_overrides, check_trainable, dump_yaml, from_dict, 
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
-from nmt.report import bucket_table, plot_bleu_by_length
+from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
+from nmt.report import plot_bleu_by_length
 
 log = logging.getLogger("nmt")
 STUDY_KEYS = {"name", "out", "base", "models", "evaluate", "parallel"}
@@ -200,10 +201,17 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
             results = {name: futures[name].result() for name in jobs}
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
-    table = bucket_table(results)
+    # The fixed-vector model (seq2seq) first: it is the baseline of the paired tests.
+    order = sorted(results, key=lambda n: configs[n].model.arch != "seq2seq")
+    comp = load_comparison([str(out_dir / n / f"eval_{split}_beam{beam}") for n in order], order)
+    paired(comp)
+    results = {n: results[n] for n in order}
+    table = comparison_markdown(comp)
     atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
     summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
                f"({split}, beam {beam})", "", table, "",
+               f"## Which models beat {order[0]} significantly (BLEU, paired bootstrap)", "",
+               *verdicts(comp), "",
                "| model | params | steps | train minutes | BLEU | chrF |",
                "|---|---:|---:|---:|---:|---:|"]
     for name, r in results.items():
@@ -216,7 +224,7 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
                         f"({'; '.join(results[n]['stop_reason'] for n in cut)})."]
     text = "\n".join(summary) + "\n"
     atomic_write(out_dir / "study.md", text)
-    plot_bleu_by_length(results, out_dir / "bleu_by_length.png",
+    plot_bleu_by_length(results, out_dir / "bleu_by_length.png", tests=comp.tests or None,
                         title=f"BLEU by source length ({split})")
     print(text)
     return out_dir

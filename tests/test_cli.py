@@ -110,11 +110,15 @@ def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path
                  "--report", str(report)]) == 0
     out = capsys.readouterr().out
     scores = scores_of(report)
-    assert f"BLEU = {scores['bleu']:.2f} (signature {scores['signature']})" in out
+    lo, hi = scores["bleu_ci"]
+    assert lo <= scores["bleu"] <= hi
+    assert f"BLEU = {scores['bleu']:.2f} [{lo:.2f}, {hi:.2f}] (signature {scores['signature']})" in out
     assert "nrefs:1" in scores["signature"] and "tok:13a" in scores["signature"]
-    assert f"chrF = {scores['chrf']:.2f}" in out
-    labels = re.findall(r"^\|\s+(\d+[-+]\d*)\s+\|", out, re.M)
-    assert "source words" in out and labels == ["1-10", "11-20", "21-30", "31-40", "41-50", "51+"]
+    assert f"chrF = {scores['chrf']:.2f} [" in out
+    assert f"checkpoint: {runs['rnnsearch'] / 'best.pt'} (step 30)" in out
+    labels = re.findall(r"^\|\s+(\d+[-+]\d*|all)\s+\|", out, re.M)
+    assert "source words" in out and labels == ["1-10", "11-20", "all"]  # sentences of <= 14 words
+    assert "Empty buckets not shown: 21-30, 31-40, 41-50, 51+ source words" in out
 
     srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
     hyps = lines(report / "hyps.txt")
@@ -122,7 +126,9 @@ def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
     assert [(b["lo"], b["hi"]) for b in scores["buckets"]] == DEFAULT_RANGES
-    assert all(set(b) == {"lo", "hi", "n", "bleu"} for b in scores["buckets"])
+    assert all(set(b) == {"lo", "hi", "n", "bleu", "chrf", "bleu_ci", "chrf_ci"}
+               for b in scores["buckets"])
+    assert scores["test_set"]["split"] == "test" and scores["test_set"]["n"] == 30
     assert sum(b["n"] for b in scores["buckets"]) == 30
     assert is_png(report / "bleu_by_length.png")
 
@@ -238,11 +244,11 @@ def test_compare_writes_plot_and_table_with_both_models(reports, tmp_path, capsy
                  "--out", str(out)]) == 0
     assert is_png(out / "compare.png")
     table = (out / "compare.md").read_text()
-    header = table.splitlines()[0]
-    assert "rnnsearch" in header and "transformer" in header
+    header = table.splitlines()[2]  # under "## BLEU by source length"
+    assert "rnnsearch" in header and "transformer" in header and "p (transformer)" in header
     for name in ("rnnsearch", "transformer"):
         bleu = scores_of(reports[name])["buckets"][0]["bleu"]
-        assert f"{bleu:.2f}" in table.splitlines()[2]
+        assert f"{bleu:.2f}" in table.splitlines()[4]
     assert table in capsys.readouterr().out
 
 
@@ -251,7 +257,7 @@ def test_evaluate_compare_writes_comparison_beside_new_report(runs, reports, tmp
     assert main(["evaluate", str(runs["seq2seq"]), "--split", "test", "--beam", "2",
                  "--report", str(report), "--compare", str(reports["transformer"])]) == 0
     assert is_png(report / "compare" / "compare.png")
-    header = (report / "compare" / "compare.md").read_text().splitlines()[0]
+    header = (report / "compare" / "compare.md").read_text().splitlines()[2]
     assert "seq2seq" in header and "transformer" in header
 
 
@@ -503,3 +509,76 @@ def test_study_parallel_must_be_a_positive_integer(tmp_path, capsys):
     path = write_study(tmp_path / "study.yaml", parallel=0)
     assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 2
     assert "'parallel'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ reports and compare (19, 16)
+
+def test_file_based_report_has_its_own_directory_and_records_its_inputs(runs, corpus, capsys):
+    run = runs["transformer"]
+    assert main(["evaluate", str(run), "--split", "extra", "--beam", "1"]) == 0
+    assert main(["evaluate", str(run), "--src", str(corpus / "extra.src"),
+                 "--ref", str(corpus / "extra.tgt"), "--beam", "1"]) == 0
+    out = capsys.readouterr().out
+    by_split, by_files = scores_of(run / "eval_extra_beam1"), scores_of(run / "eval_file_extra_beam1")
+    assert by_split["split"] == "extra" and by_files["split"] is None
+    assert by_files["test_set"]["src_file"] == str((corpus / "extra.src").resolve())
+    assert by_files["test_set"]["ref_file"] == str((corpus / "extra.tgt").resolve())
+    step = load_checkpoint(run / "best.pt")["step"]
+    for scores in (by_split, by_files):
+        assert scores["checkpoint"] == str(run / "best.pt") and scores["step"] == step
+        assert scores["test_set"]["n"] == 7 and scores["test_set"]["src_words"] > 7
+    assert by_split["test_set"]["sha256"] == by_files["test_set"]["sha256"]  # the same pairs
+    assert out.count(f"checkpoint: {run / 'best.pt'} (step {step})") == 2
+
+
+def test_compare_run_directories_names_models_after_runs(runs, capsys, tmp_path):
+    for arch in ("rnnsearch", "transformer"):
+        for beam in ("1", "2"):
+            assert main(["evaluate", str(runs[arch]), "--split", "test", "--beam", beam]) == 0
+    out = tmp_path / "cmp"
+    assert main(["compare", str(runs["rnnsearch"]), str(runs["transformer"]), "--beam", "1",
+                 "--out", str(out)]) == 0
+    table = (out / "compare.md").read_text()
+    header = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
+    assert header == ["source words", "n", "rnnsearch", "transformer", "p (transformer)"]
+    reports = json.loads((out / "compare.json").read_text())["reports"]
+    assert reports == {"rnnsearch": str(runs["rnnsearch"] / "eval_test_beam1"),
+                       "transformer": str(runs["transformer"] / "eval_test_beam1")}
+    assert is_png(out / "compare.png")
+
+
+def test_compare_refuses_reports_on_different_test_sets(runs, reports, capsys, tmp_path):
+    assert main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "2",
+                 "--report", str(tmp_path / "extra")]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(reports["rnnsearch"]), str(tmp_path / "extra"),
+                 "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nmt: error: 'extra' (extra, 7 sentences) and 'rnnsearch' (test, 30 "
+                          "sentences) were scored on different test sets") and "\n" not in err
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_evaluate_metrics_ter_adds_ter_with_intervals(runs, tmp_path, capsys):
+    report = tmp_path / "r"
+    assert main(["evaluate", str(runs["rnnsearch"]), "--split", "extra", "--beam", "1",
+                 "--metrics", "bleu,chrf,ter", "--bootstrap", "200", "--report", str(report)]) == 0
+    scores = scores_of(report)
+    hyps, refs = lines(report / "hyps.txt"), lines(report / "refs.txt")
+    assert scores["ter"] == pytest.approx(sacrebleu.corpus_ter(hyps, [refs]).score)
+    assert scores["bootstrap"]["samples"] == 200 and len(scores["ter_ci"]) == 2
+    assert f"TER = {scores['ter']:.2f} [" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(runs["rnnsearch"]), "--metrics", "bleu,meteor"])
+    assert "--metrics: expected metrics from bleu, chrf, ter" in capsys.readouterr().err
+
+
+def test_study_report_says_per_bucket_whether_attention_beats_the_fixed_vector(study):
+    _, out = study
+    md = (out / "study.md").read_text()
+    assert "## Which models beat seq2seq significantly (BLEU, paired bootstrap)" in md
+    verdicts = [l for l in md.splitlines() if l.startswith("- ") and "words (n=" in l]
+    assert [v.split(" words")[0] for v in verdicts] == ["- 1-10", "- 11-20"]
+    assert all(("rnnsearch beats seq2seq significantly" in v or "is beaten by" in v
+                or "no significant difference" in v) and "p = " in v for v in verdicts)
+    assert "p (rnnsearch)" in md

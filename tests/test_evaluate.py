@@ -1,18 +1,25 @@
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sacrebleu
 
 from nmt.errors import NmtError
+from nmt.bootstrap import resample_counts
 from nmt.evaluate import (DEFAULT_BUCKETS, bleu_by_length, bucket_bounds, corpus_scores,
-                          load_scores, score_report)
+                          load_scores, paired_tests, score_report)
 from nmt.report import format_scores, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
 
 
 def words(n: int) -> str:
@@ -103,7 +110,7 @@ def test_scores_json_schema(tmp_path, corpus):
     assert isinstance(data["bleu"], float) and isinstance(data["chrf"], float)
     assert isinstance(data["signature"], str) and data["n"] == len(hyps)
     for b in data["buckets"]:
-        assert set(b) == {"lo", "hi", "n", "bleu"}
+        assert set(b) == {"lo", "hi", "n", "bleu", "chrf"}
         assert b["bleu"] is None or isinstance(b["bleu"], float)
     assert data["buckets"][-1]["hi"] is None
 
@@ -113,6 +120,8 @@ def test_write_report_writes_hyps_scores_and_a_real_png(tmp_path, corpus):
     out = tmp_path / "new" / "dir"
     write_report(out, score_report(srcs, hyps, refs), hyps)
     assert sorted(p.name for p in out.iterdir()) == ["bleu_by_length.png", "hyps.txt", "scores.json"]
+    write_report(out, score_report(srcs, hyps, refs), hyps, srcs=srcs, refs=refs)
+    assert lines_of(out / "srcs.txt") == srcs and lines_of(out / "refs.txt") == refs
     assert (out / "bleu_by_length.png").read_bytes()[:8] == PNG_MAGIC
     assert load_scores(out) == json.loads((out / "scores.json").read_text())
 
@@ -144,12 +153,141 @@ def test_format_scores_shows_both_metrics_and_the_bucket_table(corpus):
     assert text.startswith(f"BLEU = {scores['bleu']:.2f} (signature {scores['signature']})\n")
     assert f"chrF = {scores['chrf']:.2f}" in text
     assert "51+" in text and "1-10" in text
+    assert "41-50" in text.split("\n\n")[-1]  # the empty bucket is named under the table only
 
 
 def test_scoring_and_reporting_do_not_pull_in_torch():
     # Data flows decoder -> metrics/report, never back: these modules must stay importable alone.
-    code = ("import json, sys, nmt.evaluate, nmt.report; "
+    code = ("import json, sys, nmt.evaluate, nmt.report, nmt.compare; "
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'nmt'))))")
     repo = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == ["nmt", "nmt.errors", "nmt.evaluate", "nmt.files", "nmt.report"]
+    assert json.loads(out) == ["nmt", "nmt.bootstrap", "nmt.compare", "nmt.errors", "nmt.evaluate",
+                               "nmt.report"]
+
+
+# ---------------------------------------------------------------------------- bootstrap
+
+def noisy_corpus(n: int, drop: float, seed: int = 0) -> tuple[list[str], list[str], list[str]]:
+    """n sentences of 3 to 40 words, hypotheses that drop each reference word with `drop`."""
+    rng = np.random.default_rng(seed)
+    refs = [" ".join(f"w{int(x)}" for x in rng.integers(0, 300, size=int(k)))
+            for k in rng.integers(3, 40, size=n)]
+    hyps = [" ".join(w for w in r.split() if rng.random() >= drop) for r in refs]
+    return refs, hyps, refs  # the source is the reference: lengths spread over the buckets
+
+
+def test_intervals_contain_the_point_estimate_overall_and_per_bucket():
+    srcs, hyps, refs = noisy_corpus(300, 0.3)
+    scores = score_report(srcs, hyps, refs, n_samples=200, metrics=("bleu", "chrf", "ter"))
+    assert scores["bootstrap"] == {"samples": 200, "seed": 12345, "confidence": 0.95}
+    for where in [scores, *[b for b in scores["buckets"] if b["n"]]]:
+        for m in ("bleu", "chrf", "ter"):
+            lo, hi = where[f"{m}_ci"]
+            assert lo <= where[m] <= hi and lo < hi
+    empty = [b for b in scores["buckets"] if not b["n"]]
+    assert empty and all(b["bleu_ci"] is None and b["chrf"] is None for b in empty)
+
+
+def test_intervals_shrink_with_more_sentences():
+    widths = []
+    for n in (100, 1600):
+        srcs, hyps, refs = noisy_corpus(n, 0.3)
+        ci = score_report(srcs, hyps, refs, n_samples=200)["bleu_ci"]
+        widths.append(ci[1] - ci[0])
+    assert widths[1] < widths[0] / 2  # 16 times the sentences: about a quarter of the width
+
+
+def test_intervals_are_reproducible_with_the_seed():
+    srcs, hyps, refs = noisy_corpus(100, 0.3)
+    a, b = (score_report(srcs, hyps, refs, n_samples=100, seed=s)["bleu_ci"] for s in (1, 1))
+    c = score_report(srcs, hyps, refs, n_samples=100, seed=2)["bleu_ci"]
+    assert a == b and a != c
+
+
+def test_resample_counts_draw_n_sentences_per_resample():
+    counts = resample_counts(50, 30, seed=0)
+    assert counts.shape == (30, 50) and (counts.sum(axis=1) == 50).all() and (counts >= 0).all()
+
+
+def test_identical_systems_are_not_significantly_different():
+    srcs, hyps, refs = noisy_corpus(200, 0.3)
+    test = paired_tests(srcs, refs, hyps, list(hyps), DEFAULT_BUCKETS, n_samples=200)
+    assert all(p > 0.05 for p in test["p"].values())
+    assert all(p is None or p > 0.05 for b in test["buckets"] for p in b.values())
+
+
+def test_a_clearly_better_system_is_significantly_better():
+    srcs, worse, refs = noisy_corpus(200, 0.5)
+    _, better, _ = noisy_corpus(200, 0.1)
+    test = paired_tests(srcs, refs, worse, better, DEFAULT_BUCKETS, n_samples=200)
+    assert test["p"]["bleu"] < 0.05 and test["p"]["chrf"] < 0.05
+    assert [b["bleu"] < 0.05 for b in test["buckets"] if b["bleu"] is not None] == [True] * 4
+
+
+def test_paired_p_values_equal_sacrebleus_paired_bootstrap_test(monkeypatch):
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    srcs, a, refs = noisy_corpus(120, 0.3)
+    _, b, _ = noisy_corpus(120, 0.28, seed=1)
+    monkeypatch.setenv("SACREBLEU_SEED", "7")
+    _, theirs = PairedTest([("a", a), ("b", b)], {"BLEU": BLEU(), "chrF2": CHRF()}, [refs],
+                           test_type="bs", n_samples=300)()
+    ours = paired_tests(srcs, refs, a, b, DEFAULT_BUCKETS, n_samples=300, seed=7)["p"]
+    assert ours["bleu"] == pytest.approx(theirs["BLEU"][1].p_value)
+    assert ours["chrf"] == pytest.approx(theirs["chrF2"][1].p_value)
+
+
+def test_ter_only_when_asked_and_unknown_metrics_are_errors(corpus):
+    srcs, hyps, refs = corpus
+    assert "ter" not in score_report(srcs, hyps, refs)
+    scores = score_report(srcs, hyps, refs, metrics=("bleu", "chrf", "ter"))
+    assert scores["ter"] == pytest.approx(sacrebleu.corpus_ter(hyps, [refs]).score)
+    assert "ter_signature" in scores and "ter" in format_scores(scores).lower()
+    with pytest.raises(NmtError, match="unknown metric 'comet'"):
+        score_report(srcs, hyps, refs, metrics=("comet",))
+
+
+def test_comet_is_the_mean_of_its_sentence_scores_per_bucket_with_intervals(corpus):
+    from nmt.evaluate import MeanScore
+
+    srcs, hyps, refs = corpus
+    sent = [0.1 * i for i in range(len(hyps))]
+    scores = score_report(srcs, hyps, refs, n_samples=100,
+                          extra={"comet": (MeanScore("comet:model.ckpt"), sent)})
+    assert scores["comet"] == pytest.approx(np.mean(sent))
+    assert scores["comet_signature"] == "comet:model.ckpt"
+    assert scores["buckets"][0]["comet"] == pytest.approx(np.mean(sent[:3]))  # lengths 1, 5, 10
+    lo, hi = scores["comet_ci"]
+    assert lo <= scores["comet"] <= hi
+
+
+def test_comet_needs_a_local_checkpoint_and_the_package(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from nmt.comet import comet_scores
+
+    with pytest.raises(NmtError, match="no such file.*nothing is downloaded"):
+        comet_scores(str(tmp_path / "nowhere.ckpt"), ["s"], ["h"], ["r"])
+    ckpt = tmp_path / "model.ckpt"
+    ckpt.write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "comet", None)  # not installed
+    with pytest.raises(NmtError, match="pip install unbabel-comet"):
+        comet_scores(str(ckpt), ["s"], ["h"], ["r"])
+    seen = {}
+
+    class Model:
+        def predict(self, data, batch_size, gpus, progress_bar):
+            return types.SimpleNamespace(scores=[len(d["mt"]) / 10 for d in data])
+
+    def load_from_checkpoint(path):
+        seen["path"], seen["offline"] = path, os.environ.get("HF_HUB_OFFLINE")
+        return Model()
+
+    monkeypatch.setitem(sys.modules, "comet", types.SimpleNamespace(
+        load_from_checkpoint=load_from_checkpoint))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert comet_scores(str(ckpt), ["a", "b"], ["xy", "xyz"], ["r", "r"]) == [0.2, 0.3]
+    assert seen == {"path": str(ckpt), "offline": "1"} and "HF_HUB_OFFLINE" not in os.environ
