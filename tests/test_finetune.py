@@ -13,8 +13,7 @@ from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, load_model, step_checkpoints
 from nmt.cli import main
 from nmt.config import load_config
-from nmt.data.batching import BucketBatcher
-from nmt.data.prepare import prepare
+from nmt.data.prepared import prepared_corpus
 from nmt.train import loss_fn
 
 MODEL = {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2,
@@ -60,9 +59,7 @@ def test_fine_tuning_starts_from_the_parents_weights_and_subwords(tmp_path, pare
     assert (run / "spm.model").read_bytes() == (parent / "spm.model").read_bytes()
     # The loss of step 1 (before its update) is the parent model's loss on that batch.
     _, model, tok, _ = load_model(parent)
-    prep = prepare(cfg, tok)
-    batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
-                            cfg.data.batch_size, cfg.train.seed)
+    batcher = prepared_corpus(cfg, tokenizer=tok).batcher(cfg.data, cfg.train.seed)
     b = batcher.batch(batcher.epoch(0)[0])
     with torch.no_grad():
         expected = loss_fn(model(b.src, b.src_mask, b.tgt_in), b.tgt_out,
