@@ -81,7 +81,8 @@ def profile_nmt(model, tok, cfg, src: list[str], beam: int) -> list[dict]:
             for e in events[:15]]
 
 
-def bench_run(run: str, n: int, threads: int, reps: int, beams: list[int], prof: bool) -> dict:
+def bench_run(run: str, n: int, threads: int, reps: int, beams: list[int], prof: bool,
+              save) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cfg, model, tok, meta, eng = engines(run, Path(tmp), threads)
         src, ref = load_split(cfg.data, cfg.eval.split)
@@ -124,6 +125,7 @@ def bench_run(run: str, n: int, threads: int, reps: int, beams: list[int], prof:
             if prof:
                 row["nmt_fp32_profile"] = profile_nmt(model, tok, cfg, src[:100], beam)
             res["beams"][str(beam)] = row
+            save(res)  # a partial result survives an interrupted benchmark
             print(json.dumps({str(beam): row["ratios"]}), file=sys.stderr, flush=True)
         return res
 
@@ -142,9 +144,15 @@ def main() -> None:
     out = {"command": "python " + " ".join(sys.argv), "threads": a.threads, "machine": machine(),
            "load_before": load(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "runs": []}
+
+    def save(partial: dict) -> None:
+        runs = out["runs"] + [partial]
+        Path(a.out).write_text(json.dumps({**out, "runs": runs, "load_after": load()},
+                                          indent=2) + "\n", encoding="utf-8")
+
     for run in a.runs:
         out["runs"].append(bench_run(run, a.n, a.threads, a.reps,
-                                     [int(b) for b in a.beams.split(",")], a.profile))
+                                     [int(b) for b in a.beams.split(",")], a.profile, save))
     out["load_after"] = load()
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(out, indent=2))
