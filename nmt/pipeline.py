@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import torch
+from tqdm import tqdm
 
 from nmt.checkpoint import (load_checkpoint, load_model, resolve, step_checkpoints,
                             tokenizer_from_payload)
@@ -23,9 +24,10 @@ from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
 from nmt.evaluate import bucket_bounds
 from nmt.files import atomic_write
-from nmt.models import NMTModel, build_model
+from nmt.models import NMTModel, build_model, check_architecture
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
 from nmt.translate import Translation, score_texts, translate_texts
+from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")
 COMPARED_SECTIONS = ("data", "vocab", "model")
@@ -39,6 +41,17 @@ FIXED_TRAIN_KEYS = ("seed", "optimizer", "precision", "accum_steps", "schedule",
 LOG_TAG = ""  # set per process by `nmt study` when models train side by side
 
 
+class _AboveProgressBar(logging.StreamHandler):
+    """Writes each record on its own line: tqdm.write clears a progress bar drawn on the same
+    stream, prints the record and redraws the bar below it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
+
+
 def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
     root = logging.getLogger("nmt")
     root.setLevel(logging.INFO if rank == 0 else logging.WARNING)
@@ -48,7 +61,7 @@ def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
             h.close()
     tag = f"[{LOG_TAG}] " if LOG_TAG else ""
     fmt = logging.Formatter(f"%(asctime)s %(levelname)s {tag}%(message)s", "%H:%M:%S")
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    handlers: list[logging.Handler] = [_AboveProgressBar(sys.stderr)]
     if run_dir is not None and rank == 0:
         handlers.append(logging.FileHandler(run_dir / "train.log", encoding="utf-8"))
     for h in handlers:
@@ -173,6 +186,7 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
             torch.set_num_threads(cfg.train.threads)
         # Everything that can fail on user input (run dir, data, subwords) runs before anything
         # is written, so a mistake leaves no half-made run behind.
+        check_architecture(cfg.model.arch)  # before loading data, which can take minutes
         ckpt_path = _resume_checkpoint(cfg) if resume else None
         if not resume and dist.rank == 0:
             _check_run_dir(cfg, overwrite)
@@ -182,13 +196,13 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         prep = prepare(cfg, tok)
         tok = prep.tokenizer
         valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
+        model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
         run = Path(cfg.train.run_dir)
         if dist.rank == 0:
             run = _create_run_dir(cfg, overwrite and not resume, tok)
         barrier()
         setup_logging(run, dist.rank)
         log.info(prep.stats.line())
-        model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
         log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
         log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
                  f"{torch.get_num_threads()} threads; {dist.world} process(es)")
@@ -220,8 +234,8 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
              ref_file: Optional[str] = None, beam: Optional[int] = None,
              report_dir: Optional[str] = None, buckets: Optional[list[int]] = None,
              attention_plots: int = 0, attn_layer: int = -1, attn_head: Optional[int] = None,
-             device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None
-             ) -> tuple[dict, Path]:
+             device: str = "cpu", progress: bool = True, overrides: Optional[dict] = None,
+             verbose: bool = False) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots."""
     from nmt.report import write_report  # matplotlib: imported only when a report is written
 
@@ -240,6 +254,7 @@ def evaluate(target: str, split: Optional[str] = None, src_file: Optional[str] =
         name = split
     if not srcs:
         raise NmtError(f"nothing to evaluate: {name} is empty")
+    warn_unknown(tok, srcs, src_file or f"split {name}", verbose)
     bounds = buckets or cfg.eval.buckets
     bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
     model.set_attention_view(attn_layer, attn_head)
@@ -281,9 +296,32 @@ def _format(t: Translation, index: int, nbest: int) -> list[str]:
     return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
 
 
+def _interactive(model: NMTModel, tok, cfg: Config, k: int, nbest: int, device: str) -> None:
+    """One sentence per line from a terminal: a prompt, line editing and history (readline)."""
+    try:
+        import readline  # noqa: F401  (importing it gives input() line editing)
+    except ImportError:  # not on every platform (Windows): plain input() still works
+        pass
+    print("nmt: interactive mode, one sentence per line, Ctrl-D to end", file=sys.stderr)
+    prompt = "> " if sys.stdout.isatty() else ""
+    i = 0
+    while True:
+        try:
+            line = input(prompt)
+        except EOFError:
+            if prompt:
+                print()
+            return
+        warn_unknown(tok, [line], "stdin", verbose=True, first_line=i + 1)
+        (t,) = translate_texts(model, tok, [line], cfg.decode, beam=k, nbest=nbest,
+                               device=device, where="stdin")
+        print("\n".join(_format(t, i, nbest)), flush=True)
+        i += 1
+
+
 def translate(target: str, input_path: Optional[str], output_path: Optional[str],
               beam: Optional[int], nbest: int, device: str = "cpu",
-              overrides: Optional[dict] = None) -> int:
+              overrides: Optional[dict] = None, verbose: bool = False) -> int:
     """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
     setup_logging()
     cfg, model, tok, _ = _load_for_decoding(target, device, overrides)
@@ -291,14 +329,11 @@ def translate(target: str, input_path: Optional[str], output_path: Optional[str]
     if nbest > k:
         raise NmtError(f"--nbest {nbest} needs a beam of at least {nbest} (beam is {k})")
     if input_path is None and sys.stdin.isatty():
-        print("nmt: interactive mode, one sentence per line, Ctrl-D to end", file=sys.stderr)
-        for i, line in enumerate(sys.stdin, 1):
-            (t,) = translate_texts(model, tok, [line.rstrip("\n")], cfg.decode, beam=k,
-                                   nbest=nbest, device=device, where="stdin")
-            print("\n".join(_format(t, i - 1, nbest)), flush=True)
+        _interactive(model, tok, cfg, k, nbest, device)
         return 0
     lines = (read_lines(input_path) if input_path
              else split_lines(sys.stdin.buffer.read(), "stdin"))
+    warn_unknown(tok, lines, input_path or "stdin", verbose)
     out = translate_texts(model, tok, lines, cfg.decode, beam=k, nbest=nbest, device=device,
                           progress=input_path is not None and sys.stderr.isatty(),
                           where=input_path or "stdin")

@@ -1,6 +1,7 @@
 """Architecture registry: `@register("name")` on a builder; `build_model(cfg, ...)` looks it up."""
 from __future__ import annotations
 
+import difflib
 from typing import Callable
 
 from nmt.config import ModelConfig
@@ -24,9 +25,17 @@ def architectures() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def check_architecture(name: str) -> None:
+    """Fail on an unregistered name, suggesting the closest one (as config keys do)."""
+    if name in _REGISTRY:
+        return
+    close = difflib.get_close_matches(name, architectures(), n=1, cutoff=0.6)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise NmtError(f"unknown architecture 'model.arch: {name}'; {hint}expected one of "
+                   f"{', '.join(architectures())}")
+
+
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
     """Build the architecture named by `cfg.arch` for the given vocabulary sizes."""
-    if cfg.arch not in _REGISTRY:
-        raise NmtError(f"unknown architecture 'model.arch: {cfg.arch}'; expected one of "
-                       f"{', '.join(architectures())}")
+    check_architecture(cfg.arch)
     return _REGISTRY[cfg.arch](cfg, src_vocab, tgt_vocab)
