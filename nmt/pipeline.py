@@ -217,6 +217,7 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         if ckpt_path is not None:
             trainer.resume(ckpt_path)
         trainer.train()
+        barrier()  # an interrupted run exits non-zero: no rank may leave before rank 0 saved
         return TrainResult(run, trainer.stop_reason or "", trainer.interrupted)
     finally:
         cleanup()
