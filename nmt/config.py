@@ -146,7 +146,9 @@ class TrainConfig:
                                  lo=0.0, hi=1.0, hi_open=True)
     accum_steps: int = opt(1, "batches accumulated per optimiser step", lo=1)
     schedule: Literal["constant", "noam", "inverse_sqrt", "plateau"] = opt(
-        "constant", "learning-rate schedule; warmup applies to all but plateau")
+        "constant", "learning-rate schedule; warmup applies to all but plateau. inverse_sqrt: "
+        "linear warm-up to lr, then lr * sqrt(warmup_steps / step) (Vaswani et al. 2017 with lr "
+        "as its peak); noam is another name for the same schedule")
     warmup_steps: int = opt(0, "linear warm-up steps", lo=0)
     plateau_factor: float = opt(0.5, "plateau: multiply lr by this when validation stalls",
                                 lo=0.0, hi=1.0, lo_open=True, hi_open=True)

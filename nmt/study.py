@@ -126,6 +126,10 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
         result = pipeline.train(cfg, resume=resume, overwrite=not resume)
         if result.interrupted:  # the checkpoint is kept: rerunning the study resumes it
             raise NmtError(f"training was {result.stop_reason}; rerun the study to resume it")
+        if cfg.train.max_steps and result.stop_reason.startswith("reached max_minutes"):
+            log.warning(f"study: {name} hit its time cap before its {cfg.train.max_steps}-step "
+                        f"budget: this machine is slower than the study was planned for, so "
+                        f"its results may differ from the README's")
         atomic_write(run / "trained.json", json.dumps({"stop_reason": result.stop_reason}) + "\n")
         (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
     if not (report / "scores.json").is_file():
@@ -133,8 +137,22 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
         pipeline.evaluate(str(run), split=split, beam=beam, report_dir=str(report),
                           progress=False)
     ck = load_checkpoint(resolve(run, prefer="latest"))  # the time of the whole run
-    return {**load_scores(report), "params": ck["params"],
-            "train_seconds": ck["progress"]["train_seconds"]}
+    stop = json.loads((run / "trained.json").read_text(encoding="utf-8"))["stop_reason"]
+    return {**load_scores(report), "params": ck["params"], "steps": ck["step"],
+            "stop_reason": stop, "train_seconds": ck["progress"]["train_seconds"]}
+
+
+def budget(cfg) -> str:
+    """A model's training budget in words: steps, plateau stop and time cap."""
+    t = cfg.train
+    parts = [f"{t.max_steps} steps" if t.max_steps else "no step limit"]
+    if t.max_epochs:
+        parts.append(f"at most {t.max_epochs} epochs")
+    if t.patience:
+        parts.append(f"stop after {t.patience} validations without improvement")
+    if t.max_minutes:
+        parts.append(f"time cap {t.max_minutes:g} min")
+    return ", ".join(parts)
 
 
 def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -> Path:
@@ -145,6 +163,9 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
     ev = study.get("evaluate") or {}
     split, beam = ev.get("split", "test"), ev.get("beam", 1)
     workers = int(study.get("parallel", 1))
+    for name, cfg in configs.items():
+        log.info(f"study: {name}: {budget(cfg)}; the expected time is logged after its first "
+                 f"{cfg.train.log_every} steps")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "configs").mkdir(exist_ok=True)
     for name, cfg in configs.items():
@@ -183,10 +204,16 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
     atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
     summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
                f"({split}, beam {beam})", "", table, "",
-               "| model | params | train minutes | BLEU | chrF |", "|---|---:|---:|---:|---:|"]
+               "| model | params | steps | train minutes | BLEU | chrF |",
+               "|---|---:|---:|---:|---:|---:|"]
     for name, r in results.items():
-        summary.append(f"| {name} | {r['params']:,} | {r['train_seconds'] / 60:.1f} | "
-                       f"{r['bleu']:.2f} | {r['chrf']:.2f} |")
+        summary.append(f"| {name} | {r['params']:,} | {r['steps']:,} | "
+                       f"{r['train_seconds'] / 60:.1f} | {r['bleu']:.2f} | {r['chrf']:.2f} |")
+    cut = [n for n, r in results.items()
+           if configs[n].train.max_steps and r["steps"] < configs[n].train.max_steps]
+    if cut:
+        summary += ["", f"Stopped before their step budget: {', '.join(cut)} "
+                        f"({'; '.join(results[n]['stop_reason'] for n in cut)})."]
     text = "\n".join(summary) + "\n"
     atomic_write(out_dir / "study.md", text)
     plot_bleu_by_length(results, out_dir / "bleu_by_length.png",

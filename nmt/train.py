@@ -141,6 +141,29 @@ def peak_memory_mb(device: torch.device) -> float:
     return rss / 1024 if sys.platform != "darwin" else rss / 2**20
 
 
+def duration(seconds: float) -> str:
+    """A short human duration: 45s, 6m05s, 1h12m."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class Pace:
+    """Wall-clock seconds per optimiser step in this process (validation included), so a step
+    budget (`train.max_steps`) can say up front how long it will take on this machine."""
+
+    def __init__(self, step: int) -> None:
+        self.step0, self.t0 = step, time.time()
+
+    def eta(self, step: int, total: int) -> tuple[float, float]:
+        """(seconds per step so far, seconds left until step `total`)."""
+        per = (time.time() - self.t0) / max(step - self.step0, 1)
+        return per, per * max(total - step, 0)
+
+
 @dataclass
 class Progress:
     """What a checkpoint needs to continue exactly where training stopped."""
@@ -347,6 +370,18 @@ class Trainer:
         return True
 
     # ---------------------------------------------------------------- the loop
+    def _log_pace(self, pace: Pace, told: bool) -> bool:
+        """Progress against the step budget; the first time, the expected total time."""
+        total = self.tc.max_steps
+        per, left = pace.eta(self.p.step, total)
+        if not told:
+            log.info(f"expected time: about {duration(left)} for the remaining "
+                     f"{total - self.p.step} of {total} steps ({per:.2f} s/step on this machine "
+                     f"so far)")
+        log.info(f"step {self.p.step}/{total} ({100 * self.p.step / total:.0f}%), "
+                 f"{per:.2f} s/step, ETA {duration(left)}")
+        return True
+
     def _tick(self) -> None:
         """Move wall-clock time since the last tick into progress (so checkpoints carry it)."""
         now = time.time()
@@ -414,6 +449,7 @@ class Trainer:
         last_valid_step = self.p.history[-1]["step"] if self.p.history else -1
         log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0
         self._runs = {"nan": 0, "oom": 0}
+        pace, told = Pace(self.p.step), False
         try:
             self.stop_reason = self._stop_check()  # a resumed run may have no budget left
             while self.stop_reason is None:
@@ -452,6 +488,8 @@ class Trainer:
                                      "grad %.3g mem %.0f MB", row["step"], row["loss"], row["ppl"],
                                      row["tok_s"], 100 * row["padding"], row["lr"],
                                      row["grad_norm"], row["peak_mem_mb"])
+                        if tc.max_steps and self.main:
+                            told = self._log_pace(pace, told)
                         bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tok_s']:.0f}",
                                         lr=f"{row['lr']:.2g}")
                         log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0

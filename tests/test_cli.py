@@ -374,6 +374,7 @@ def test_study_writes_scores_params_table_plot_and_configs(study):
         assert r["n"] == 20 and r["train_seconds"] > 0
         assert r["params"] == load_checkpoint(out / name / "best.pt")["params"]
         assert r == {**scores_of(out / name / "eval_test_beam1"), "params": r["params"],
+                     "steps": 10, "stop_reason": "reached max_steps=10",
                      "train_seconds": r["train_seconds"]}
         assert load_config(out / "configs" / f"{name}.yaml").model.arch == name
     md = (out / "study.md").read_text()

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from torch import Tensor, nn
 
+from nmt.data.tokenizer import BOS, EOS, PAD
 from nmt.errors import NmtError
 
 
@@ -54,9 +55,9 @@ class State:
 class NMTModel(nn.Module):
     """Base class: subclasses implement encode, init_state, decode_step and forward."""
 
-    pad_id: int = 0
-    bos_id: int = 2
-    eos_id: int = 3
+    pad_id: int = PAD  # the special ids are the tokenizer's (defined once, there)
+    bos_id: int = BOS
+    eos_id: int = EOS
 
     def __init__(self) -> None:
         super().__init__()

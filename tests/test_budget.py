@@ -1,0 +1,93 @@
+"""Step budgets make a study machine-independent: a slower machine trains the same steps (so the
+same model) and is told up front how long they will take; a time cap that cuts a step budget short
+is reported, never silent."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from nmt import pipeline
+from nmt.checkpoint import load_checkpoint
+from nmt.cli import main
+from nmt.config import load_config
+from nmt.train import Trainer, duration
+
+MODEL = {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64}
+DATA = {"source": "synthetic", "batch_tokens": 400,
+        "synthetic": {"train": 200, "valid": 10, "test": 20, "lexicon": 30, "max_words": 12,
+                      "seed": 5}}
+TRAIN = {"lr": 0.003, "log_every": 2, "valid_every": 100000, "progress": False, "seed": 7,
+         "threads": 1}
+
+
+def write_config(path: Path, **train) -> Path:
+    cfg = {"data": DATA, "vocab": {"type": "word", "size": 200}, "model": MODEL,
+           "train": {**TRAIN, "run_dir": str(path.parent / "run"), **train},
+           "decode": {"beam": 1}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_a_slower_machine_trains_the_same_steps_to_the_same_model(tmp_path, monkeypatch):
+    fast = pipeline.train(load_config(write_config(tmp_path / "fast" / "c.yaml", max_steps=6)))
+    step = Trainer.train_step
+
+    def slow_step(self, batches):  # the same work, three times the wall-clock time
+        t = time.perf_counter()
+        out = step(self, batches)
+        time.sleep(2 * (time.perf_counter() - t))
+        return out
+
+    monkeypatch.setattr(Trainer, "train_step", slow_step)
+    slow = pipeline.train(load_config(write_config(tmp_path / "slow" / "c.yaml", max_steps=6)))
+    a, b = (load_checkpoint(r.run / "best.pt") for r in (fast, slow))
+    assert a["step"] == b["step"] == 6
+    assert a["progress"]["train_seconds"] < b["progress"]["train_seconds"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_step_budget_logs_expected_time_then_progress_with_eta(tmp_path):
+    run = pipeline.train(load_config(write_config(tmp_path / "c.yaml", max_steps=6))).run
+    log = (run / "train.log").read_text()
+    assert log.count("expected time: about") == 1
+    assert "for the remaining 4 of 6 steps" in log  # told after the first log window (2 steps)
+    for step, pct in ((2, 33), (4, 67), (6, 100)):
+        assert f"step {step}/6 ({pct}%)" in log
+    assert "ETA 0s" in log.split("step 6/6")[1].splitlines()[0]
+
+
+def test_no_step_budget_means_no_eta_lines(tmp_path):
+    run = pipeline.train(load_config(write_config(tmp_path / "c.yaml", max_steps=0,
+                                                  max_epochs=1))).run
+    assert "ETA" not in (run / "train.log").read_text()
+
+
+@pytest.mark.parametrize("seconds, text", [(0.4, "0s"), (45, "45s"), (365, "6m05s"),
+                                           (4320, "1h12m")])
+def test_durations_read_as_people_write_them(seconds, text):
+    assert duration(seconds) == text
+
+
+def test_study_reports_a_time_cap_that_cut_a_step_budget(tmp_path, capsys):
+    study = {"name": "capped",
+             "base": {"data": DATA, "vocab": {"type": "word", "size": 200},
+                      "train": {**TRAIN, "max_steps": 100000, "max_minutes": 0.002},
+                      "decode": {"beam": 1}},
+             "models": {"rnnsearch": {"model": MODEL}},
+             "evaluate": {"split": "test", "beam": 1}}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 0
+    err = capsys.readouterr().err
+    assert "rnnsearch: 100000 steps, time cap 0.002 min" in err
+    assert "rnnsearch hit its time cap before its 100000-step budget" in err
+    result = json.loads((tmp_path / "s" / "study.json").read_text())["rnnsearch"]
+    assert result["steps"] < 100000 and result["stop_reason"].startswith("reached max_minutes")
+    md = (tmp_path / "s" / "study.md").read_text()
+    assert "Stopped before their step budget: rnnsearch (reached max_minutes=0.002)" in md
