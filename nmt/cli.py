@@ -1,7 +1,8 @@
 """`nmt` command line: train, evaluate, translate, compare, study, data.
 
 User mistakes (NmtError) and failures of the machine (OSError: disk full, permission denied) print
-one line `nmt: error: ...` and exit with code 2; only bugs show a traceback.
+one line `nmt: error: ...` and exit with code 2; only bugs show a traceback. A training run stopped
+by SIGINT/SIGTERM exits 128 + the signal number (130, 143), never 0: it is checkpointed, not done.
 """
 from __future__ import annotations
 
@@ -137,14 +138,15 @@ def _synth_args(dsub) -> None:
         "generates) as line-aligned files OUT/{train,valid,test}.{SRC_LANG,TGT_LANG}, for "
         "'data.source: local' or other tools. The same options give the same files.")
     syn.add_argument("--out", required=True, help="output directory (created if missing)")
-    syn.add_argument("--train", type=_positive, default=50000, help="training pairs (default: %(default)s)")
-    syn.add_argument("--valid", type=_positive, default=1000, help="validation pairs (default: %(default)s)")
-    syn.add_argument("--test", type=_positive, default=3000, help="test pairs (default: %(default)s)")
-    syn.add_argument("--seed", type=int, default=1, help="seed of the lexicon and sentences (default: %(default)s)")
+    dflt = " (default: %(default)s)"
+    syn.add_argument("--train", type=_positive, default=50000, help="training pairs" + dflt)
+    syn.add_argument("--valid", type=_positive, default=1000, help="validation pairs" + dflt)
+    syn.add_argument("--test", type=_positive, default=3000, help="test pairs" + dflt)
+    syn.add_argument("--seed", type=int, default=1, help="seed of lexicon and sentences" + dflt)
     syn.add_argument("--lexicon", type=_positive, default=default.lexicon,
-                     help="content words in the lexicon (nouns, verbs, adjectives) (default: %(default)s)")
-    syn.add_argument("--src-lang", default="src", help="file suffix of the source side (default: %(default)s)")
-    syn.add_argument("--tgt-lang", default="tgt", help="file suffix of the target side (default: %(default)s)")
+                     help="content words in the lexicon (nouns, verbs, adjectives)" + dflt)
+    syn.add_argument("--src-lang", default="src", help="file suffix of the source side" + dflt)
+    syn.add_argument("--tgt-lang", default="tgt", help="file suffix of the target side" + dflt)
     syn.add_argument("--overwrite", action="store_true",
                      help="replace corpus files already in --out (refused otherwise)")
 

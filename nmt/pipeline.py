@@ -143,6 +143,7 @@ def _greedy_scorer(cfg: Config, tok, src: list[str], ref: list[str],
 
 def data_report(cfg: Config) -> str:
     """Corpus and batch statistics without training (`nmt train --dry-run`)."""
+    check_architecture(cfg.model.arch)
     prep = prepare(cfg)
     tok = prep.tokenizer
     batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,

@@ -39,7 +39,8 @@ def warn_unknown(tok: Tokenizer, texts: list[str], where: str, verbose: bool = F
                             f"in the model's vocabulary: {' '.join(ws)}")
     if not verbose or len(texts) > 1:
         total = sum(len(t.split()) for t in texts)
-        log.warning(f"{where}: {n_unknown} of {total} source words ({100 * n_unknown / total:.1f}%) "
-                    f"are not in the model's vocabulary and are translated as <unk>"
+        share = 100 * n_unknown / total
+        log.warning(f"{where}: {n_unknown} of {total} source words ({share:.1f}%) are not in the "
+                    f"model's vocabulary and are translated as <unk>"
                     + ("" if verbose else "; --verbose names them line by line"))
     return n_unknown

@@ -100,7 +100,7 @@ def corpus_words(sentences: list[str]) -> set[str]:
     return {w for s in sentences for w in s.split()}
 
 
-# ---------------------------------------------------------------------------------- 1 unknown words
+# ----------------------------------------------------------------------------- 1 unknown words
 
 def test_translate_warns_once_with_count_and_share_of_unknown_words(trained):
     run, src = trained
@@ -124,7 +124,8 @@ def test_translate_verbose_names_unknown_words_per_line(trained):
     proc = run_nmt("translate", str(run), "--verbose", stdin="".join(l + "\n" for l in text))
     assert proc.returncode == 0, proc.stderr
     n = len(src[1].split()) + 1
-    assert "stdin line 2: 2 of 2 words are not in the model's vocabulary: hello world" in proc.stderr
+    assert ("stdin line 2: 2 of 2 words are not in the model's vocabulary: hello world"
+            in proc.stderr)
     assert f"stdin line 3: 1 of {n} words are not in the model's vocabulary: zzyzx" in proc.stderr
     assert "stdin line 1:" not in proc.stderr
 
@@ -146,7 +147,7 @@ def test_evaluate_warns_about_unknown_source_words(trained, tmp_path, capsys):
             f"model's vocabulary") in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------------------- 2 logs and bar
+# ------------------------------------------------------------------------------ 2 logs and bar
 
 def test_training_log_records_start_their_own_line_on_a_terminal(tmp_path):
     args = ["train", str(TOY), *sets(*SMALL, "train.max_steps=12", "train.log_every=1",
@@ -173,7 +174,7 @@ def test_training_log_piped_has_one_record_per_line_and_no_bar(tmp_path, capsys)
     assert all(RECORD.match(l) for l in lines if "INFO" in l)
 
 
-# ---------------------------------------------------------------------------------- 3 failed train
+# ------------------------------------------------------------------------------ 3 failed train
 
 def test_mistyped_architecture_suggests_the_name_and_writes_nothing(tmp_path, capsys):
     run = tmp_path / "run"
@@ -202,7 +203,7 @@ def test_model_that_fails_to_build_leaves_no_run_dir(tmp_path, monkeypatch, caps
     assert not run.exists()
 
 
-# ---------------------------------------------------------------------------------- 8 smaller things
+# ---------------------------------------------------------------------------- 8 smaller things
 
 def test_interactive_translate_has_a_prompt_and_line_editing(trained, tmp_path):
     run, src = trained
