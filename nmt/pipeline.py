@@ -185,8 +185,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         autocast_for(cfg.train.precision, dist.device)  # fp16 on CPU fails here, before work
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
-        # Everything that can fail on user input (run dir, data, subwords) runs before anything
-        # is written, so a mistake leaves no half-made run behind.
+        # Everything that can fail on user input (architecture, run dir, data, subwords, building
+        # the model) runs before anything is written, so a mistake leaves no half-made run behind.
         check_architecture(cfg.model.arch)  # before loading data, which can take minutes
         ckpt_path = _resume_checkpoint(cfg) if resume else None
         if not resume and dist.rank == 0:
