@@ -162,14 +162,14 @@ def test_training_log_records_start_their_own_line_on_a_terminal(tmp_path):
     assert not glued, glued
 
 
-def test_training_log_piped_has_one_record_per_line_and_no_bar(tmp_path, capsys):
-    """stderr captured here is not a terminal, as in `nmt train ... 2>&1 | tee log`."""
-    assert main(["train", str(TOY), *sets(*SMALL, "train.max_steps=6", "train.log_every=1",
-                                          "train.progress=true",
-                                          f"train.run_dir={tmp_path / 'run'}")]) == 0
-    err = capsys.readouterr().err
-    assert "\r" not in err
-    lines = err.splitlines()
+def test_training_log_piped_has_one_record_per_line_and_no_bar(tmp_path):
+    """As in `nmt train ... 2>&1 | tee log`: stderr is a pipe."""
+    proc = run_nmt("train", str(TOY), *sets(*SMALL, "train.max_steps=6", "train.log_every=1",
+                                            "train.progress=true",
+                                            f"train.run_dir={tmp_path / 'run'}"))
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr
+    lines = proc.stderr.splitlines()
     assert sum(1 for l in lines if re.match(r"\d\d:\d\d:\d\d INFO step \d+: loss", l)) == 6
     assert all(RECORD.match(l) for l in lines if "INFO" in l)
 
