@@ -83,7 +83,7 @@ def load_checkpoint(path: str | Path) -> dict:
 
 
 def config_of(ckpt: dict, where: str) -> Config:
-    return from_dict(ckpt["config"], f"the config stored in {where}")
+    return from_dict(ckpt["config"], f"the config stored in {where}", stored=True)
 
 
 def step_checkpoints(run_dir: str | Path) -> list[Path]:

@@ -42,7 +42,11 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=_positive, help="beam size (1 = greedy; default: decode.beam)")
     p.add_argument("--alpha", type=float, help="GNMT length penalty (default: decode.alpha)")
     p.add_argument("--batch-tokens", type=_positive, help="source tokens per decoding batch")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda or cuda:N (default: the run's training device where this "
+                        "machine has it, else cpu)")
+    p.add_argument("--int8", action="store_true",
+                   help="dynamic int8 quantization of the linear layers (CPU only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,9 +126,48 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key for every model, e.g. --set train.max_minutes=5")
 
+    x = sub.add_parser("export", help="export a Transformer run to another engine (CTranslate2)",
+                       description="Write a CTranslate2 model directory (model.bin, config.json, "
+                       "vocabularies, the run's sentencepiece model(s), nmt_export.json) for a "
+                       "Transformer checkpoint or run directory (its best checkpoint).")
+    x.add_argument("checkpoint", help="checkpoint file or run directory")
+    x.add_argument("--format", required=True, choices=["ctranslate2"], help="target format")
+    x.add_argument("-o", "--output", required=True, help="output model directory")
+    x.add_argument("--quantization", choices=["int8", "int8_float32", "float16"],
+                   help="weight quantization (default: float32)")
+    x.add_argument("--overwrite", action="store_true", help="replace an existing directory")
+
+    pr = sub.add_parser("prepare", help="encode the training split once into a cached, "
+                        "memory-mapped corpus (nmt train does this on first use)",
+                        description="Read the training split, train the subword models, encode "
+                        "and filter it with data.workers processes, and store ids and lengths as "
+                        "Arrow files under data.prepared_dir, keyed by the data and vocab "
+                        "sections. Every run with the same data and vocab reuses them.")
+    pr.add_argument("config", help="YAML config file")
+    pr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config key, e.g. --set data.workers=4 (repeatable)")
+
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     _synth_args(dsub)
+    sv = sub.add_parser("serve", help="HTTP translation server with a page showing the attention",
+                        description="Serve a checkpoint or run directory over HTTP: POST "
+                        "/v1/translate, GET /v1/model, GET /v1/health, the page at / and the "
+                        "OpenAPI schema at /docs. Needs the serve extra: pip install -e \".[serve]\"")
+    sv.add_argument("checkpoint", help="checkpoint file or run directory")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    sv.add_argument("--port", type=_count, default=8000, help="port (default: 8000)")
+    sv.add_argument("--max-batch-tokens", type=_count, default=2000, metavar="N",
+                    help="padded source tokens per merged batch; 0 = no merging (default: 2000)")
+    sv.add_argument("--max-wait-ms", type=float, default=10.0, metavar="M",
+                    help="how long a request waits for others to share its batch (default: 10)")
+    sv.add_argument("--queue", type=_positive, default=256, metavar="N",
+                    help="requests waiting before the server answers 503 (default: 256)")
+    sv.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                    help="seconds per request, queueing included, before 504 (default: 60)")
+    sv.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    sv.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="decoding precision (default: fp32)")
     return ap
 
 
@@ -158,7 +201,8 @@ def cmd_train(a: argparse.Namespace) -> int:
     cfg = load_config(a.config, a.set)
     check_trainable(cfg, a.config)
     if a.dry_run:
-        print(pipeline.data_report(cfg))
+        pipeline.setup_logging()
+        print(pipeline.data_report(cfg, progress=sys.stderr.isatty()))
         return 0
     pipeline.setup_logging()
     result = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume)
@@ -190,6 +234,19 @@ def _interrupted(a: argparse.Namespace, result) -> int:
     return 128 + sig.value
 
 
+def cmd_prepare(a: argparse.Namespace) -> int:
+    from nmt import pipeline
+    from nmt.config import load_config
+    from nmt.data.prepared import ensure_prepared, open_prepared
+
+    cfg = load_config(a.config, a.set)
+    pipeline.setup_logging()
+    path, built = ensure_prepared(cfg, progress=sys.stderr.isatty())
+    print(("prepared now" if built else "already prepared") + "; "
+          + open_prepared(path).summary())
+    return 0
+
+
 def _decode_overrides(a: argparse.Namespace) -> dict:
     out = {}
     if a.alpha is not None:
@@ -210,7 +267,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         a.checkpoint, split=a.split, src_file=a.src, ref_file=a.ref, beam=a.beam,
         report_dir=a.report, buckets=a.buckets, attention_plots=a.attention_plots,
         attn_layer=a.attention_layer, attn_head=a.attention_head, device=a.device,
-        progress=sys.stderr.isatty(), overrides=_decode_overrides(a), verbose=a.verbose)
+        progress=sys.stderr.isatty(), overrides=_decode_overrides(a), int8=a.int8,
+        verbose=a.verbose)
     print(format_scores(scores))
     print(f"report: {report}")
     if a.compare:
@@ -225,7 +283,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
     from nmt import pipeline
 
     return pipeline.translate(a.checkpoint, a.input, a.output, a.beam, a.nbest, a.device,
-                              _decode_overrides(a), verbose=a.verbose)
+                              _decode_overrides(a), int8=a.int8, verbose=a.verbose)
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
@@ -244,6 +302,14 @@ def cmd_study(a: argparse.Namespace) -> int:
     pipeline.setup_logging()
     out = run_study(a.study, a.out, a.set)
     print(f"study report: {out}")
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from nmt.export.ctranslate2 import export_ctranslate2
+
+    out = export_ctranslate2(a.checkpoint, a.output, a.quantization, a.overwrite)
+    print(f"CTranslate2 model: {out}")
     return 0
 
 
@@ -268,6 +334,28 @@ def cmd_data(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(a: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from nmt.serve.app import Limits, create_app
+    except ImportError as e:
+        raise NmtError(f"nmt serve needs the serve extra ({e.name} is not installed): "
+                       f'pip install -e ".[serve]"') from None
+    from nmt import pipeline
+    from nmt.api import Translator
+
+    if a.max_wait_ms < 0 or a.timeout <= 0:
+        raise NmtError("--max-wait-ms must be >= 0 and --timeout > 0")
+    pipeline.setup_logging()
+    translator = Translator.load(a.checkpoint, device=a.device, precision=a.precision)
+    limits = Limits(max_batch_tokens=a.max_batch_tokens, max_wait_ms=a.max_wait_ms,
+                    queue=a.queue, timeout_s=a.timeout)
+    print(f"nmt serve: {translator.info.checkpoint} on http://{a.host}:{a.port}/", file=sys.stderr)
+    uvicorn.run(create_app(translator, limits), host=a.host, port=a.port, log_level="warning")
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
@@ -275,7 +363,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.print_help()
         return 2
     handlers = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate,
-                "compare": cmd_compare, "study": cmd_study, "data": cmd_data}
+                "compare": cmd_compare, "study": cmd_study, "serve": cmd_serve,
+                "export": cmd_export, "prepare": cmd_prepare, "data": cmd_data}
     try:
         return handlers[a.command](a)
     except NmtError as err:

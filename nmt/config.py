@@ -76,6 +76,11 @@ class DataConfig:
     batch_size: int = opt(0, "if > 0, batches hold this many sentences instead of a token budget",
                           lo=0)
     lowercase: bool = opt(False, "lowercase both sides before subword training and encoding")
+    workers: int = opt(1, "processes encoding the training split in `nmt prepare` / the first "
+                          "`nmt train` (Dataset.map num_proc)", lo=1)
+    prepared_dir: Optional[str] = opt(None, "where prepared (encoded, memory-mapped) corpora are "
+                                            "cached; default $NMT_CACHE/prepared or "
+                                            "~/.cache/nmt/prepared")
 
 
 @dataclass
@@ -94,35 +99,15 @@ class VocabConfig:
 
 @dataclass
 class ModelConfig:
-    arch: str = opt(REQUIRED, "registered architecture: seq2seq | rnnsearch | transformer")
-    # RNN models
-    rnn_type: Literal["gru", "lstm"] = opt("gru", "recurrent cell (seq2seq, rnnsearch)")
-    emb_size: int = opt(256, "embedding size (RNN models)", lo=1)
-    hidden_size: int = opt(512, "decoder hidden size (RNN models); seq2seq encoder size too", lo=1)
-    enc_hidden_size: int = opt(0, "rnnsearch encoder size per direction; 0 = hidden_size // 2",
-                               lo=0)
-    layers: int = opt(1, "layers in encoder and decoder (all architectures)", lo=1)
+    """Keys every architecture has. Each architecture extends this with its own dataclass
+    (registered beside its model with `@register(name, config=...)`), and the `model:` section is
+    checked against the chosen architecture's keys."""
+    arch: str = opt(REQUIRED, "registered architecture (see the tables below)")
+    layers: int = opt(1, "layers in encoder and decoder", lo=1)
     dropout: float = opt(0.1, "dropout probability", lo=0.0, hi=1.0, hi_open=True)
-    reverse_source: bool = opt(False, "seq2seq: feed the source reversed (Sutskever et al. 2014)")
-    feed_context: bool = opt(True, "seq2seq: concatenate the context vector c = h_T to the decoder "
-                                   "input and output at every step (Cho et al. 2014)")
-    attention: Literal["bahdanau", "luong_dot", "luong_general"] = opt(
-        "bahdanau", "rnnsearch alignment model: additive (Bahdanau) or Luong dot/general")
-    attention_size: int = opt(0, "additive attention size; 0 = hidden_size", lo=0)
-    deep_output: Literal["maxout", "tanh", "none"] = opt(
-        "maxout", "RNN deep output layer before the softmax")
-    # Transformer
-    d_model: int = opt(256, "transformer model width", lo=1)
-    heads: int = opt(4, "attention heads", lo=1)
-    ff: int = opt(1024, "transformer feed-forward size", lo=1)
-    attention_dropout: float = opt(0.0, "transformer: dropout on attention weights (0 keeps the "
-                                        "fused attention kernel on CPU)", lo=0.0, hi=1.0,
-                                   hi_open=True)
-    norm: Literal["pre", "post"] = opt("pre", "transformer layer-norm placement")
-    positions: Literal["sinusoidal", "learned"] = opt("sinusoidal", "transformer position encoding")
-    max_positions: int = opt(1024, "longest sequence learned positions support", lo=1)
-    tie_embeddings: bool = opt(False, "share source and target embeddings (needs vocab.joint)")
-    tie_output: bool = opt(True, "tie the target embedding to the output projection")
+
+    def check(self, cfg: "Config", where: str) -> None:
+        """Cross-field checks of this architecture against the whole config (none here)."""
 
 
 @dataclass
@@ -133,8 +118,10 @@ class TrainConfig:
     max_epochs: int = opt(0, "stop after this many epochs (0 = no limit)", lo=0)
     max_minutes: float = opt(0.0, "wall-clock budget in minutes; stops cleanly with a checkpoint "
                                   "(0 = no limit)", lo=0.0)
-    precision: Literal["fp32", "bf16", "fp16"] = opt(
-        "fp32", "autocast precision: bf16 on CPU or CUDA, fp16 on CUDA only (with a GradScaler)")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = opt(
+        "auto", "autocast precision: bf16 on CPU or CUDA, fp16 on CUDA only (with a GradScaler); "
+                "auto = bf16 where this machine runs it faster (a CUDA GPU with bf16, a CPU with "
+                "AVX512-BF16 or AMX), else fp32")
     device: Literal["auto", "cpu", "cuda"] = opt("auto", "auto = cuda when available")
     threads: int = opt(0, "torch intra-op threads on CPU (0 = torch's default)", lo=0)
     optimizer: Literal["adam", "adamw"] = opt("adam", "optimiser")
@@ -168,6 +155,15 @@ class TrainConfig:
     compile: bool = opt(False, "wrap the model in torch.compile")
     progress: bool = opt(True, "show a tqdm progress bar (on a terminal only, never in a pipe or "
                          "file)")
+    init_from: Optional[str] = opt(None, "fine-tune: start from the weights of this run directory "
+                                         "(its best checkpoint) or checkpoint file, reusing its "
+                                         "subword models (vocab must match it)")
+    init_optimizer: bool = opt(False, "with init_from: also continue its optimiser moments and "
+                                      "schedule state (default: fresh ones)")
+    tf32: bool = opt(True, "let CUDA fp32 matmuls and convolutions use TF32 tensor cores")
+    dist_timeout_minutes: float = opt(30.0, "under torchrun: how long a rank waits in a "
+                                            "collective (e.g. while rank 0 validates) before "
+                                            "the job fails", lo=0.0, lo_open=True)
 
 
 @dataclass
@@ -289,31 +285,97 @@ def _check_range(f: dataclasses.Field, value: Any, key: str, where: str) -> None
                        f"got {value!r}")
 
 
+# Before per-architecture configs (checkpoint format 1), every stored model section held the keys
+# of all architectures; a stored config drops the ones its architecture does not have.
+LEGACY_MODEL_KEYS = frozenset(
+    "rnn_type emb_size hidden_size enc_hidden_size reverse_source feed_context attention "
+    "attention_size deep_output d_model heads ff attention_dropout norm positions max_positions "
+    "tie_embeddings tie_output".split())
+
+
+def model_classes() -> dict[str, type]:
+    """Registered architecture name -> its config dataclass."""
+    from nmt.models.registry import config_classes  # lazy: the model modules import this one
+
+    return config_classes()
+
+
+def _model_class(raw: Any, where: str) -> type:
+    """The config dataclass of the architecture a raw `model:` mapping names."""
+    if not isinstance(raw, dict):
+        return ModelConfig  # _build reports the section's type
+    arch = raw.get("arch")
+    if "arch" not in raw:  # before any key it would call unknown
+        raise NmtError(f"missing required key 'model.arch' in {where}")
+    if not isinstance(arch, str):
+        raise NmtError(f"wrong type for 'model.arch' in {where}: expected str, got {arch!r}")
+    classes = model_classes()
+    if arch not in classes:
+        close = difflib.get_close_matches(arch, classes, n=1, cutoff=0.5)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise NmtError(f"unknown architecture 'model.arch: {arch}' in {where}{hint} "
+                       f"(registered: {', '.join(sorted(classes))})")
+    return classes[arch]
+
+
+def _variants(tp: type) -> list[type]:
+    """The dataclasses a section may be: every architecture's for `model`, else just `tp`."""
+    return [tp, *model_classes().values()] if tp is ModelConfig else [tp]
+
+
 def _all_keys(cls: type, prefix: str = "") -> list[str]:
-    keys = []
+    keys: dict[str, None] = {}
     for f in dataclasses.fields(cls):
         tp = _hints(cls)[f.name]
-        keys.append(prefix + f.name)
+        keys[prefix + f.name] = None
         if dataclasses.is_dataclass(tp):
-            keys.extend(_all_keys(tp, prefix + f.name + "."))
-    return keys
+            for variant in _variants(tp):
+                keys.update(dict.fromkeys(_all_keys(variant, prefix + f.name + ".")))
+    return list(keys)
 
 
-def _unknown(key: str, where: str) -> NmtError:
-    close = difflib.get_close_matches(key, _all_keys(Config), n=1, cutoff=0.6)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
+def _unknown(key: str, where: str, cls: type = None, prefix: str = "") -> NmtError:  # type: ignore[assignment]
+    """An unknown key, with the closest key of its own section (or of the whole config)."""
+    own = [prefix + f.name for f in dataclasses.fields(cls)] if cls else _all_keys(Config)
+    arch = getattr(cls, "arch_name", None) if cls is not None else None
+    if arch is None:
+        close = difflib.get_close_matches(key, own, n=1, cutoff=0.6)
+        return NmtError(f"unknown key '{key}' in {where}"
+                        + (f"; did you mean '{close[0]}'?" if close else ""))
+
+    def owners(name: str) -> list[str]:
+        return [n for n, c in model_classes().items()
+                if name in {f.name for f in dataclasses.fields(c)}]
+
+    if owners(key.removeprefix(prefix)):
+        return NmtError(f"unknown key '{key}' in {where}: the '{arch}' architecture has no "
+                        f"such key (it belongs to {', '.join(owners(key.removeprefix(prefix)))})")
+    # A misspelt key: suggest the closest key of any architecture, saying whose it is.
+    pool = list(dict.fromkeys(own + [prefix + f.name for c in model_classes().values()
+                                     for f in dataclasses.fields(c)]))
+    close = difflib.get_close_matches(key, pool, n=1, cutoff=0.6)
+    if not close:
+        return NmtError(f"unknown key '{key}' in {where}")
+    hint = f"; did you mean '{close[0]}'?"
+    if close[0] not in own:
+        hint += (f" (a key of {', '.join(owners(close[0].removeprefix(prefix)))}, not of the "
+                 f"'{arch}' architecture)")
     return NmtError(f"unknown key '{key}' in {where}{hint}")
 
 
-def _build(cls: type, raw: Any, prefix: str, where: str) -> Any:
+def _build(cls: type, raw: Any, prefix: str, where: str, stored: bool = False) -> Any:
     if not isinstance(raw, dict):
         name = prefix.rstrip(".") or "the top level"
         raise NmtError(f"wrong type for '{name}' in {where}: expected a mapping, got {raw!r}")
+    if cls is ModelConfig:
+        cls = _model_class(raw, where)
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    if stored and issubclass(cls, ModelConfig):
+        raw = {k: v for k, v in raw.items() if k in fields or k not in LEGACY_MODEL_KEYS}
     for k in raw:
         if k not in fields:
-            raise _unknown(prefix + str(k), where)
+            raise _unknown(prefix + str(k), where, cls, prefix)
     kwargs = {}
     for name, f in fields.items():
         key = prefix + name
@@ -323,7 +385,8 @@ def _build(cls: type, raw: Any, prefix: str, where: str) -> Any:
                 raise NmtError(f"missing required key '{key}' in {where}")
             continue
         if dataclasses.is_dataclass(tp):
-            kwargs[name] = _build(tp, raw[name] if raw[name] is not None else {}, key + ".", where)
+            kwargs[name] = _build(tp, raw[name] if raw[name] is not None else {}, key + ".",
+                                  where, stored)
         else:
             kwargs[name] = _coerce(raw[name], tp, key, where)
             _check_range(f, kwargs[name], key, where)
@@ -390,12 +453,7 @@ def validate(cfg: Config, where: str) -> Config:
         raise NmtError(f"missing required key 'data.path' in {where} (data.source is local)")
     if "train" not in d.splits:
         raise NmtError(f"'data.splits' in {where} must name a 'train' split")
-    if m.tie_embeddings and not v.joint:
-        raise NmtError(f"contradictory options in {where}: 'model.tie_embeddings' shares source and "
-                       f"target embeddings and needs 'vocab.joint: true'")
-    if m.arch == "transformer" and m.d_model % m.heads:
-        raise NmtError(f"'model.d_model' ({m.d_model}) in {where} must be divisible by "
-                       f"'model.heads' ({m.heads})")
+    m.check(cfg, where)  # the architecture's own cross-field checks
     if cfg.decode.nbest > cfg.decode.beam:
         raise NmtError(f"'decode.nbest' ({cfg.decode.nbest}) in {where} must be <= "
                        f"'decode.beam' ({cfg.decode.beam})")
@@ -421,16 +479,25 @@ def check_trainable(cfg: Config, where: str) -> None:
                        f"'data.splits'")
 
 
-def from_dict(raw: dict, where: str) -> Config:
-    return validate(_build(Config, raw, "", where), where)
+def model_config(arch: str, where: str = "the model config", **values: Any) -> ModelConfig:
+    """An architecture's config dataclass from keyword values, checked like a `model:` section
+    (for code and tests that build models without a config file)."""
+    return _build(ModelConfig, {"arch": arch, **values}, "model.", where)
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+def from_dict(raw: dict, where: str, stored: bool = False) -> Config:
+    """Validated dataclasses from a raw mapping. `stored`: a config written by an earlier nmt
+    (a checkpoint's or a run's), whose model section may hold other architectures' keys."""
+    return validate(_build(Config, raw, "", where, stored), where)
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None,
+                stored: bool = False) -> Config:
     """Load a YAML config, apply dotted overrides, and return the validated dataclasses."""
     path = Path(path)
     raw = apply_overrides(read_yaml(path), overrides or [])
     where = str(path) + (" (with --set overrides)" if overrides else "")
-    return from_dict(raw, where)
+    return from_dict(raw, where, stored)
 
 
 def to_dict(cfg: Config) -> dict:
@@ -452,11 +519,13 @@ def docs_markdown() -> str:
              "Keys marked *required* have no default. Override any key on the command line with "
              "`--set section.key=value` (the value is parsed as YAML).", ""]
 
-    def section(cls: type, prefix: str, title: str) -> None:
+    def section(cls: type, prefix: str, title: str, skip: frozenset = frozenset()) -> None:
         lines.extend([f"## `{title}`", "", "| key | type | default | meaning |",
                       "|---|---|---|---|"])
         nested = []
         for f in dataclasses.fields(cls):
+            if f.name in skip:
+                continue
             tp = _hints(cls)[f.name]
             if dataclasses.is_dataclass(tp):
                 nested.append((tp, prefix + f.name, f.metadata["doc"]))
@@ -475,8 +544,12 @@ def docs_markdown() -> str:
         for tp, name, _ in nested:
             section(tp, name + ".", name)
 
+    shared = frozenset(f.name for f in dataclasses.fields(ModelConfig))
     for f in dataclasses.fields(Config):
         section(_hints(Config)[f.name], f.name + ".", f.name)
+        if f.name == "model":  # then each architecture's own keys
+            for arch, cls in sorted(model_classes().items()):
+                section(cls, "model.", f"model` with `arch: {arch}", shared)
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ the checkpoint, so a resumed run continues bit-for-bit like an uninterrupted one
 """
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -29,9 +30,12 @@ from nmt.checkpoint import (load_checkpoint, model_payload, save_checkpoint, ste
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.data.batching import Batch, BucketBatcher
 from nmt.data.tokenizer import PAD, Tokenizer
-from nmt.distributed import DistInfo, all_reduce_flag, all_reduce_max, barrier
+from nmt.distributed import (DistInfo, all_gather_objects, all_reduce_flag, all_reduce_max,
+                             all_reduce_sum_, barrier)
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
+from nmt.models.rnn import host_lengths
+from nmt.precision import autocast_for, cpu_has_bf16, resolve_precision, set_tf32  # noqa: F401
 
 log = logging.getLogger("nmt")
 # Validation extras (BLEU, chrF) are computed by a function the caller passes in, so training
@@ -45,20 +49,30 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def rng_state() -> dict:
+def rank_seed(seed: int, rank: int) -> int:
+    """Each rank's own seed (rank 0 keeps the run's): different dropout masks on every rank."""
+    return seed + 1_000_003 * rank
+
+
+def rng_state(device: torch.device = torch.device("cpu")) -> dict:
+    """This process's generators; on CUDA only its own device's (a list of states for all
+    visible GPUs could not be restored on a machine with fewer)."""
     st = np.random.get_state()
     return {"python": random.getstate(), "numpy": [st[0], st[1].tolist(), st[2], st[3], st[4]],
             "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+            "cuda": [torch.cuda.get_rng_state(device)] if device.type == "cuda" else []}
 
 
-def set_rng_state(st: dict) -> None:
+def set_rng_state(st: dict, device: torch.device = torch.device("cpu")) -> None:
     random.setstate(st["python"])
     n = st["numpy"]
     np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), n[2], n[3], n[4]))
     torch.set_rng_state(st["torch"])
-    if st["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(st["cuda"])
+    if st["cuda"] and device.type == "cuda":
+        # one state (this format) or, in older checkpoints, one per visible GPU
+        cuda = st["cuda"][device.index or 0] if len(st["cuda"]) > (device.index or 0) else None
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda, device)
 
 
 class Schedule:
@@ -115,23 +129,11 @@ def resolve_device(cfg: TrainConfig) -> torch.device:
     return torch.device(cfg.device)
 
 
-def autocast_for(precision: str, device: torch.device):
-    """The autocast context for a precision, checked against the device."""
-    if precision == "fp32":
-        return nullcontext()
-    if precision == "fp16" and device.type != "cuda":
-        raise NmtError("contradictory options: 'train.precision: fp16' needs a CUDA device "
-                       "(use bf16 on CPU)")
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def cpu_has_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+def strict_json(row: dict) -> str:
+    """One metrics line as strict JSON: a non-finite number (NaN, inf) is written as null."""
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+             for k, v in row.items()}
+    return json.dumps(clean, allow_nan=False)
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -173,6 +175,7 @@ class Progress:
     best: Optional[float] = None
     bad_validations: int = 0
     bad_steps_total: int = 0
+    scaler_skipped: int = 0  # fp16 steps the GradScaler dropped (an overflow; not a divergence)
     train_seconds: float = 0.0
     history: list = field(default_factory=list)
 
@@ -185,19 +188,33 @@ class Trainer:
         self.tokenizer, self.batcher, self.valid_batches = tokenizer, batcher, valid_batches
         self.run_dir, self.dist, self.score_fn = run_dir, dist, score_fn
         self.device = dist.device
+        self.precision = resolve_precision(self.tc.precision, self.device)
+        if self.device.type == "cuda":
+            set_tf32(self.tc.tf32)
         self.model = model.to(self.device)
         self.net: torch.nn.Module = self.model
-        if self.tc.compile:
-            self.net = torch.compile(self.net)
         if dist.world > 1:
-            self.net = torch.nn.parallel.DistributedDataParallel(
-                self.net, device_ids=[dist.local_rank] if self.device.type == "cuda" else None)
+            # Parameters start equal on every rank (DDP broadcasts rank 0's); dropout differs.
+            seed_everything(rank_seed(self.tc.seed, dist.rank))
+            # The only buffers are constant (the sinusoid table): nothing to broadcast per step.
+            ddp = torch.nn.parallel.DistributedDataParallel
+            no_sync = ({"forward_sync_buffers": False}  # its newer name (torch >= 2.12)
+                       if "forward_sync_buffers" in inspect.signature(ddp).parameters
+                       else {"broadcast_buffers": False})
+            self.net = ddp(self.net, device_ids=[dist.local_rank] if self.device.type == "cuda"
+                           else None, **no_sync)
+        if self.tc.compile:
+            # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
+            self.net = torch.compile(self.net)
         opt_cls = torch.optim.AdamW if self.tc.optimizer == "adamw" else torch.optim.Adam
         self.opt = opt_cls(self.model.parameters(), lr=self.tc.lr, betas=tuple(self.tc.betas),
-                           weight_decay=self.tc.weight_decay)
+                           weight_decay=self.tc.weight_decay,
+                           fused=True if self.device.type == "cuda" else None)
         self.sched = Schedule(self.tc)
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.tc.precision == "fp16")
-        self.autocast = autocast_for(self.tc.precision, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        self.autocast = autocast_for(self.precision, self.device)
+        self._agreed_stop = 0  # the stop code all ranks agreed on in the last step's read
+        self._own_stop = 0  # this rank's own code in that read
         self.p = Progress()
         self.stop_reason: Optional[str] = None
         self._clock = time.time()
@@ -219,7 +236,7 @@ class Trainer:
         if not self.main:
             return
         with open(self.metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+            f.write(strict_json(row) + "\n")
         if self.tb is not None:
             for k, v in row.items():
                 if isinstance(v, (int, float)) and k != "step":
@@ -228,21 +245,29 @@ class Trainer:
     def _higher_is_better(self) -> bool:
         return self.tc.early_stop_metric != "loss"
 
-    def checkpoint_payload(self) -> dict:
+    def checkpoint_payload(self, rank_rngs: Optional[list] = None) -> dict:
         self._tick()
+        rngs = rank_rngs or [rng_state(self.device)]
         return {"config": to_dict(self.cfg), "model": model_payload(self.net),
                 "optimizer": self.opt.state_dict(), "schedule": self.sched.state_dict(),
                 "scaler": self.scaler.state_dict(), "progress": vars(self.p).copy(),
-                "step": self.p.step, "rng": rng_state(),
+                "step": self.p.step, "rng": rngs[0], "rng_ranks": rngs,
                 "tokenizer": tokenizer_payload(self.tokenizer),
                 "params": self.model.num_parameters()}
 
-    def save(self, best: bool = False) -> None:
+    def gather_rngs(self) -> list:
+        """Every rank's generator states (a collective: all ranks call it)."""
+        return all_gather_objects(rng_state(self.device), self.dist.world)
+
+    def save(self, best: bool = False, rngs: Optional[list] = None) -> None:
+        """Write a checkpoint (rank 0) holding every rank's generator states; without `rngs`
+        this gathers them, so then every rank must call it."""
+        rngs = rngs if rngs is not None else self.gather_rngs()
         if not self.main:
             return
         ck_dir = self.run_dir / "checkpoints"
         ck_dir.mkdir(exist_ok=True)
-        payload = self.checkpoint_payload()
+        payload = self.checkpoint_payload(rngs)
         save_checkpoint(ck_dir / f"step_{self.p.step}.pt", payload)
         if best:
             save_checkpoint(self.run_dir / "best.pt", payload)
@@ -260,7 +285,13 @@ class Trainer:
         self.sched.load_state_dict(ck["schedule"])
         self.scaler.load_state_dict(ck["scaler"])
         self.p = Progress(**ck["progress"])
-        set_rng_state(ck["rng"])
+        rngs = ck.get("rng_ranks") or [ck["rng"]]
+        if self.dist.rank < len(rngs):
+            set_rng_state(rngs[self.dist.rank], self.device)
+        else:  # more ranks than the run had: a fresh stream for this rank, moved on by the step
+            seed_everything(rank_seed(self.tc.seed, self.dist.rank) + self.p.step)
+            log.warning(f"rank {self.dist.rank}: the checkpoint holds generator states for "
+                        f"{len(rngs)} rank(s); this rank starts a new one")
         log.info(f"resumed from {path} at step {self.p.step} (epoch {self.p.epoch + 1}, "
                  f"batch {self.p.batch_in_epoch})")
 
@@ -283,29 +314,41 @@ class Trainer:
             logits = self.net(batch.src, batch.src_mask, batch.tgt_in)
         return loss_fn(logits, batch.tgt_out, self.tc.label_smoothing)
 
+    def _local_stop_code(self) -> int:
+        """2: a signal arrived; 1: the time budget is spent; 0: go on (this rank's view)."""
+        return 2 if self._signal else int(self._limits_reached() is not None)
+
     def train_step(self, batches: list[Batch]) -> Optional[dict]:
-        """One optimiser step over `accum_steps` batches; None when the loss was not finite."""
+        """One optimiser step over `accum_steps` batches; None when the loss was not finite,
+        {"skipped": "scaler"} when the fp16 GradScaler found an overflow.
+
+        The host reads the device once per step, after the backward pass: the loss and token
+        sums, whether the loss and the gradients are finite and (under DDP) whether any rank
+        must stop, in one tensor. The loss is normalised by the token count of all ranks."""
         self.net.train()
         lr = self.sched.lr(self.p.step + 1)
         for g in self.opt.param_groups:
             g["lr"] = lr
-        total_loss, n_tok = 0.0, sum(b.n_tokens for b in batches)
-        finite = True
+        world, n_local = self.dist.world, sum(b.n_tokens for b in batches)
+        loss_sum = torch.zeros((), device=self.device)
+        if world > 1:  # DDP averages over ranks: loss_r * world / N makes it sum_r loss_r / N
+            n_all = torch.tensor([float(n_local)]).to(self.device, non_blocking=True)
+            scale = world / all_reduce_sum_(n_all)[0]
+        else:
+            n_all, scale = None, 1.0 / n_local
         try:
             for i, b in enumerate(batches):
+                # known on the host: a packing RNN then needs no device read
+                lengths = (host_lengths(b.src_mask.sum(1)) if b.src_mask.device.type == "cpu"
+                           else nullcontext())
                 b = b.to(self.device)
-                sync = (self.dist.world == 1 or i == len(batches) - 1)
-                with nullcontext() if sync else self.net.no_sync():
+                sync = (world == 1 or i == len(batches) - 1)
+                with nullcontext() if sync else self.net.no_sync(), lengths:
+                    # A non-finite loss still runs backward (under DDP every rank must take
+                    # part in the all-reduce); the step is dropped on all ranks below.
                     loss = self._forward_loss(b)
-                    if not torch.isfinite(loss):
-                        finite = False
-                        if self.dist.world == 1:
-                            break
-                        # Every rank must still run backward (DDP all-reduces gradients there);
-                        # the step is dropped on all ranks below.
-                        loss = loss.nan_to_num(0.0, 0.0, 0.0)
-                    self.scaler.scale(loss / n_tok).backward()
-                total_loss += loss.item()
+                    self.scaler.scale(loss * scale).backward()
+                loss_sum += loss.detach()
         except torch.cuda.OutOfMemoryError:
             if self.dist.world > 1:
                 # the other ranks are waiting in a gradient all-reduce: skipping is not possible
@@ -314,29 +357,48 @@ class Trainer:
             self.opt.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             return {"oom": True, "tokens": sum(b.n_slots for b in batches)}
-        if self.dist.world > 1:
-            finite = not all_reduce_flag(not finite, self.device)
-        if not finite:
-            self.opt.zero_grad(set_to_none=True)
-            return None
         self.scaler.unscale_(self.opt)
         gnorm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), self.tc.clip_grad if self.tc.clip_grad > 0 else float("inf"))
-        self.scaler.step(self.opt)
+        bad_loss = (~torch.isfinite(loss_sum)).float()
+        bad_grad = (~torch.isfinite(gnorm)).float()  # an fp16 overflow (or NaN gradients)
+        stats = [loss_sum.float(), bad_loss, bad_grad]
+        if world > 1:
+            code = self._local_stop_code()
+            flags = torch.tensor([float(code == 2), float(code == 1)]).to(self.device,
+                                                                         non_blocking=True)
+            stats = torch.cat([all_reduce_sum_(torch.cat([torch.stack(stats), flags])), n_all])
+        else:
+            stats = torch.stack(stats)
+        read = stats.tolist()  # the step's one device -> host read
+        total_loss, any_bad_loss, any_bad_grad = read[:3]
+        n_tok = read[5] if world > 1 else float(n_local)
+        if world > 1:
+            self._agreed_stop = 2 if read[3] > 0 else int(read[4] > 0)
+            self._own_stop = code
+        if any_bad_loss or any_bad_grad:
+            self.opt.zero_grad(set_to_none=True)
+            self.scaler.update()  # an overflow lowers the fp16 scale (no-op when disabled)
+            if not any_bad_loss and self.scaler.is_enabled():
+                return {"skipped": "scaler"}
+            return None
+        self.opt.step()  # (unscaled above; the finite check above replaces scaler.step's)
         self.scaler.update()
         self.opt.zero_grad(set_to_none=True)
-        return {"loss": total_loss / n_tok, "lr": lr, "grad_norm": float(gnorm)}
+        return {"loss": total_loss / n_tok, "loss_sum": total_loss, "tokens": n_tok, "lr": lr,
+                "grad_norm": gnorm.detach()}
 
     @torch.no_grad()
     def validate(self) -> dict:
         self.model.eval()
-        total, n = 0.0, 0
+        total, n = torch.zeros((), device=self.device), 0
         for b in self.valid_batches:
             b = b.to(self.device)
             with self.autocast:
                 logits = self.model(b.src, b.src_mask, b.tgt_in)
-            total += loss_fn(logits, b.tgt_out, 0.0).item()
+            total += loss_fn(logits, b.tgt_out, 0.0)
             n += b.n_tokens
+        total = total.item()
         row = {"loss": total / max(n, 1), "ppl": math.exp(min(total / max(n, 1), 50))}
         if self.score_fn is not None:
             row.update(self.score_fn(self.model))
@@ -347,8 +409,14 @@ class Trainer:
                 f"'train.accum_steps' for the same batch size")
 
     def _skipped(self, out: Optional[dict]) -> bool:
-        """Count a skipped step (non-finite loss, or CUDA out of memory); after
+        """Count a skipped step (non-finite loss, fp16 overflow, or CUDA out of memory); after
         `max_bad_steps` of one kind in a row, stop with a clear error instead of going on."""
+        if out is not None and out.get("skipped") == "scaler":
+            # the GradScaler lowers its scale and tries again; the schedule does not move
+            self.p.scaler_skipped += 1
+            log.info(f"fp16 overflow at step {self.p.step + 1}: step skipped, loss scale now "
+                     f"{self.scaler.get_scale():g} ({self.p.scaler_skipped} skipped in total)")
+            return True
         if out is not None and "oom" not in out:
             self._runs = {"nan": 0, "oom": 0}
             return False
@@ -397,9 +465,25 @@ class Trainer:
             return f"reached max_minutes={tc.max_minutes:g}"
         return None
 
-    def _stop_check(self) -> Optional[str]:
+    def _stop_check(self, after_step: bool = False) -> Optional[str]:
         """Why to stop now, if at all: a signal or a limit. Ranks decide together (the strongest
-        reason on any rank wins), so all of them take the same path to the end of the run."""
+        reason on any rank wins), so all of them take the same path to the end of the run.
+        After a step, the ranks agreed on signals and the time budget in that step's read (no
+        extra round trip); the step limit is the same on every rank."""
+        if self.dist.world > 1 and after_step:
+            if self._agreed_stop == 0:
+                limit = self.tc.max_steps and self.p.step >= self.tc.max_steps
+                return f"reached max_steps={self.tc.max_steps}" if limit else None
+            own = self._own_stop
+            if self._agreed_stop > own:
+                reason = ("interrupted on another rank" if self._agreed_stop == 2
+                          else "a limit was reached on another rank")
+            else:
+                reason = (f"interrupted by {self._signal}" if own == 2
+                          else self._limits_reached() or
+                          f"reached max_minutes={self.tc.max_minutes:g}")
+            self.interrupted = self._agreed_stop == 2
+            return reason
         reason = f"interrupted by {self._signal}" if self._signal else self._limits_reached()
         code = 2 if self._signal else int(reason is not None)
         if self.dist.world > 1:
@@ -413,9 +497,10 @@ class Trainer:
 
     def _validate_and_checkpoint(self) -> None:
         stop = 0
+        rngs = self.gather_rngs()
         if self.main and not self.valid_batches:
             # no validation data: nothing to compare, so the latest model is the best one
-            self.save(best=True)
+            self.save(best=True, rngs=rngs)
         elif self.main:
             row = self.validate()
             metric = row.get(self.tc.early_stop_metric, row["loss"])
@@ -433,7 +518,7 @@ class Trainer:
                      ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                                for k, v in row.items() if k not in ("step", "split", "best")),
                      " (new best)" if improved else "")
-            self.save(best=improved)
+            self.save(best=improved, rngs=rngs)
             stop = int(bool(self.tc.patience) and self.p.bad_validations >= self.tc.patience)
         barrier()
         if self.dist.world > 1:
@@ -470,17 +555,16 @@ class Trainer:
                     if self._skipped(out):
                         continue
                     self.p.step += 1
-                    ntok = sum(b.n_tokens for b in data)
-                    log_tok += ntok
-                    log_loss += out["loss"] * ntok
+                    log_tok += out["tokens"]  # of all ranks
+                    log_loss += out["loss_sum"]
                     log_pad += sum(b.padding for b in data)
                     log_n += len(data)
                     if self.p.step % tc.log_every == 0:
                         el = time.time() - log_t
                         row = {"step": self.p.step, "split": "train", "epoch": self.p.epoch + 1,
                                "loss": log_loss / log_tok, "ppl": math.exp(min(log_loss / log_tok, 50)),
-                               "tok_s": log_tok * self.dist.world / el, "padding": log_pad / log_n,
-                               "lr": out["lr"], "grad_norm": out["grad_norm"],
+                               "tok_s": log_tok / el, "padding": log_pad / log_n,
+                               "lr": out["lr"], "grad_norm": float(out["grad_norm"]),
                                "peak_mem_mb": peak_memory_mb(self.device)}
                         self._record(row)
                         if self.main:
@@ -496,7 +580,7 @@ class Trainer:
                     if self.p.step % tc.valid_every == 0:
                         self._validate_and_checkpoint()
                         last_valid_step = self.p.step
-                    reason = self._stop_check()
+                    reason = self._stop_check(after_step=True)
                     if self.stop_reason:  # early stopping: the run is complete, signal or not
                         self.interrupted = False
                         break

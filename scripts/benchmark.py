@@ -4,10 +4,15 @@
     python scripts/benchmark.py --out bench.json
     python scripts/benchmark.py --translate runs/multi30k-transformer-local --out bench.json
 
-Training: for each config and precision, a fresh process builds the model and runs `--warmup`
-steps, then `--steps` timed optimiser steps on real token-budget batches, `--repeats` times; the
-figures are medians over repeats. MFU = (3 x forward matmul FLOPs per target token x target
-tokens/s) / the peak FLOP/s of a large torch.matmul of the same dtype measured in the same process.
+Training: for each config and precision, a fresh process builds the model and the real
+`Trainer`, and calls its `train_step` (the step `nmt train` runs: schedule, clipping, GradScaler,
+its one host read) on the batches the training loop builds, `--warmup` times, then `--steps`
+timed steps, `--repeats` times; the figures are medians over repeats. MFU = (3 x forward matmul
+FLOPs per target token x target tokens/s) / the peak FLOP/s of the same dtype measured in the
+same process (the best of several large matmuls after warm-up; CUDA events on a GPU). Host syncs
+per step: torch.cuda.set_sync_debug_mode on a GPU, reads by nmt's code on a CPU. The machine
+section holds the CPU model, the CPU flags that decide bf16 speed, the load, and the fp32/bf16
+matmul peaks.
 Translation: each `--translate` checkpoint decodes the config's test split (greedy and beam 5,
 batch by tokens), median of `--repeats`. Peak memory is the process's max RSS on CPU and
 torch.cuda.max_memory_allocated on GPU. Close other programs first: on a 2-core machine a second
@@ -28,90 +33,176 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIGS = ["configs/multi30k/rnnsearch_local.yaml", "configs/multi30k/transformer_local.yaml"]
 
 
-def peak_matmul(dtype, device, n: int = 2048, reps: int = 10) -> float:
+def cpu_info() -> dict:
+    """lscpu's model name, the CPU flags that decide bf16 speed, and the load (timings on a
+    shared machine are only comparable within one run)."""
+    from nmt.precision import cpu_flags
+
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        model = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines()
+                      if l.startswith("Model name")), platform.processor())
+    except OSError:
+        model = platform.processor()
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
+    try:
+        load = Path("/proc/loadavg").read_text().split()[:3]
+    except OSError:
+        load = []
+    return {"cpu_model": model, "cpu_flags": [f for f in wanted if f in cpu_flags()],
+            "load_avg": [float(x) for x in load]}
+
+
+def peak_matmul(dtype, device, n: int = 0, reps: int = 5, warmup: int = 2) -> float:
+    """FLOP/s of the best of `reps` large square matmuls after `warmup` ones (CUDA events on a
+    GPU, so launch and sync overheads stay out). n defaults to 8192 on a GPU, 2048 on a CPU
+    (512 for bf16 on a CPU without bf16 units, where it is emulated and slow)."""
     import torch
 
+    from nmt.precision import bf16_is_fast
+
+    if not n:
+        n = 8192 if device.type == "cuda" else (
+            512 if dtype == torch.bfloat16 and not bf16_is_fast(device) else 2048)
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
+    for _ in range(warmup):
+        a @ b
     best = float("inf")
     for _ in range(reps):
         if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        a @ b
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            a @ b
+            end.record()
+            end.synchronize()
+            el = start.elapsed_time(end) / 1000
+        else:
+            t = time.perf_counter()
+            a @ b
+            el = time.perf_counter() - t
+        best = min(best, el)
     return 2 * n ** 3 / best
 
 
+class SyncCounter:
+    """Device -> host syncs: on CUDA from torch.cuda.set_sync_debug_mode warnings; on a CPU, the
+    reads (item, tolist, bool, float, ...) made by nmt's own code, the same hook the tests use."""
+
+    READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")
+
+    def __init__(self, device) -> None:
+        self.device, self.count = device, 0
+
+    def __enter__(self) -> "SyncCounter":
+        import warnings
+
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.set_sync_debug_mode("warn")
+            self._warn = warnings.catch_warnings(record=True)
+            self._log = self._warn.__enter__()
+            warnings.simplefilter("always")
+            return self
+        nmt_dir = str(ROOT / "nmt")
+        self._orig = {n: getattr(torch.Tensor, n) for n in self.READS}
+
+        def wrap(fn):
+            def counted(t, *a, **k):
+                if sys._getframe(1).f_code.co_filename.startswith(nmt_dir):
+                    self.count += 1
+                return fn(t, *a, **k)
+            return counted
+        for n, fn in self._orig.items():
+            setattr(torch.Tensor, n, wrap(fn))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.set_sync_debug_mode(0)
+            self.count = sum("synchroniz" in str(w.message) for w in self._log)
+            self._warn.__exit__(*exc)
+            return
+        for n, fn in self._orig.items():
+            setattr(torch.Tensor, n, fn)
+
+
 def train_worker(args: argparse.Namespace) -> dict:
-    """One config at one precision, in its own process (clean peak-memory figure)."""
+    """One config at one precision, in its own process (clean peak-memory figure), timing the
+    real `Trainer.train_step` on the batches the training loop would build."""
+    import tempfile
+
     import torch
 
     from nmt.config import load_config
-    from nmt.data.batching import BucketBatcher
-    from nmt.data.prepare import prepare
+    from nmt.data.prepared import prepared_corpus
+    from nmt.distributed import DistInfo
     from nmt.models import build_model
-    from nmt.train import autocast_for, loss_fn, peak_memory_mb, resolve_device
+    from nmt.precision import DTYPES
+    from nmt.train import Trainer, peak_memory_mb, resolve_device
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, [*args.set, f"train.precision={args.precision}",
+                                    "train.progress=false"])
     device = resolve_device(cfg.train)
     torch.manual_seed(0)
-    prep = prepare(cfg)
-    tok = prep.tokenizer
-    batcher = BucketBatcher(prep.train_src, prep.train_tgt, cfg.data.batch_tokens,
-                            cfg.data.batch_size, seed=1)
+    corpus = prepared_corpus(cfg)
+    tok = corpus.tokenizer
+    batcher = corpus.batcher(cfg.data, seed=cfg.train.seed)
     order = batcher.epoch(0)
-    need = args.warmup + args.steps * args.repeats
-    batches = [batcher.batch(order[i % len(order)]) for i in range(need)]
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
-    autocast = autocast_for(args.precision, device)
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+    run_dir = Path(args.save_run or tempfile.mkdtemp(prefix="nmt-bench-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trainer = Trainer(cfg, model, tok, batcher, [], run_dir, DistInfo(device=device))
+    groups = [order[i:i + cfg.train.accum_steps]
+              for i in range(0, len(order), cfg.train.accum_steps)]
+    used: list = []
 
-    def step(b) -> None:
-        b = b.to(device)
-        with autocast:
-            logits = model(b.src, b.src_mask, b.tgt_in)
-        scaler.scale(loss_fn(logits, b.tgt_out, 0.1) / b.n_tokens).backward()
-        scaler.unscale_(opt)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
+    def step(i: int) -> None:
+        data = [batcher.batch(ix) for ix in groups[i % len(groups)]]
+        used.extend(data)
+        trainer.train_step(data)
+        trainer.p.step += 1
 
     def sync() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
-    for b in batches[:args.warmup]:
-        step(b)
-    runs = []
+    for i in range(args.warmup):
+        step(i)
+    runs, syncs = [], []
     for r in range(args.repeats):
-        chunk = batches[args.warmup + r * args.steps: args.warmup + (r + 1) * args.steps]
+        first = args.warmup + r * args.steps
+        used.clear()
         sync()
-        t = time.perf_counter()
-        for b in chunk:
-            step(b)
-        sync()
-        el = time.perf_counter() - t
-        tgt = sum(b.n_tokens for b in chunk)
-        src = sum(b.n_src_tokens for b in chunk)
+        with SyncCounter(device) as counter:
+            t = time.perf_counter()
+            for i in range(first, first + args.steps):
+                step(i)
+            sync()
+            el = time.perf_counter() - t
+        syncs.append(counter.count / args.steps)
+        tgt = sum(b.n_tokens for b in used)
+        src = sum(b.n_src_tokens for b in used)
         runs.append({"tgt_tok_s": tgt / el, "src_tgt_tok_s": (src + tgt) / el,
-                     "sent_s": sum(b.src.size(0) for b in chunk) / el})
-    chunk = batches[args.warmup:]
-    n_sent = sum(b.src.size(0) for b in chunk)
-    src_len = sum(b.n_src_tokens for b in chunk) / n_sent
-    tgt_len = sum(b.n_tokens for b in chunk) / n_sent
+                     "sent_s": sum(b.src.size(0) for b in used) / el,
+                     "padding": 1 - (src + tgt) / sum(b.n_slots for b in used),
+                     "sent": sum(b.src.size(0) for b in used), "src": src, "tgt": tgt})
+    if args.save_run:
+        trainer.save(best=True)
+    n_sent = sum(r["sent"] for r in runs)
+    src_len, tgt_len = sum(r["src"] for r in runs) / n_sent, sum(r["tgt"] for r in runs) / n_sent
     flops_tok = 3 * model.matmul_flops_per_token(src_len, tgt_len)
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
+    dtype = DTYPES[trainer.precision]
     peak = peak_matmul(dtype, device)
     tok_s = statistics.median(r["tgt_tok_s"] for r in runs)
     return {
         "config": args.config, "arch": cfg.model.arch, "precision": args.precision,
+        "precision_used": trainer.precision, "sets": args.set,
         "device": str(device), "threads": torch.get_num_threads(),
         "params": model.num_parameters(), "batch_tokens": cfg.data.batch_tokens,
         "steps": args.steps, "repeats": args.repeats,
@@ -119,7 +210,8 @@ def train_worker(args: argparse.Namespace) -> dict:
         "src_tgt_tok_s": statistics.median(r["src_tgt_tok_s"] for r in runs),
         "sent_s": statistics.median(r["sent_s"] for r in runs),
         "tgt_tok_s_runs": [r["tgt_tok_s"] for r in runs],
-        "padding": 1 - sum(b.n_tokens + b.n_src_tokens for b in chunk) / sum(b.n_slots for b in chunk),
+        "padding": statistics.median(r["padding"] for r in runs),
+        "host_syncs_per_step": max(syncs),
         "train_flops_per_tgt_token": flops_tok, "achieved_tflops": flops_tok * tok_s / 1e12,
         "peak_matmul_tflops": peak / 1e12, "mfu": flops_tok * tok_s / peak,
         "peak_mem_mb": peak_memory_mb(device),
@@ -131,22 +223,27 @@ def translate_worker(args: argparse.Namespace) -> dict:
 
     from nmt.checkpoint import load_model
     from nmt.data.corpus import load_split
+    from nmt.pipeline import decoding_autocast, decoding_device
+    from nmt.precision import decode_precision
     from nmt.train import peak_memory_mb
     from nmt.translate import translate_texts
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    cfg, model, tok, meta = load_model(args.checkpoint, device)
+    cfg, model, tok, meta = load_model(args.checkpoint, "cpu")
+    device = decoding_device(None, cfg)  # what `nmt translate` uses by default
+    model.to(device)
     srcs, _ = load_split(cfg.data, args.split)
     srcs = srcs[:args.sentences]
     out = {"checkpoint": meta["path"], "arch": cfg.model.arch, "split": args.split,
-           "sentences": len(srcs), "batch_tokens": cfg.decode.batch_tokens}
+           "sentences": len(srcs), "batch_tokens": cfg.decode.batch_tokens, "device": str(device),
+           "precision": decode_precision(cfg.train.precision, device)}
     for beam in (1, 5):
         runs, hyps = [], None
         for _ in range(args.repeats):
             t = time.perf_counter()
-            hyps = translate_texts(model, tok, srcs, cfg.decode, beam=beam, device=device)
+            with decoding_autocast(cfg, device):
+                hyps = translate_texts(model, tok, srcs, cfg.decode, beam=beam, device=device)
             runs.append(time.perf_counter() - t)
         el = statistics.median(runs)
         n_out = sum(len(h.hyp.tokens) + 1 for h in hyps if h.hyp is not None)
@@ -172,12 +269,13 @@ def run_child(argv: list[str]) -> dict:
 
 def table(result: dict) -> str:
     lines = ["training (median of repeats)",
-             "| config | precision | tgt tok/s | src+tgt tok/s | padding | MFU | peak matmul TFLOP/s | peak mem MB |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| config | precision | tgt tok/s | src+tgt tok/s | padding | MFU | peak matmul TFLOP/s | syncs/step | peak mem MB |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["training"]:
-        lines.append(f"| {Path(r['config']).stem} | {r['precision']} | {r['tgt_tok_s']:.0f} | "
+        lines.append(f"| {Path(r['config']).stem} | {r['precision_used']} | {r['tgt_tok_s']:.0f} | "
                      f"{r['src_tgt_tok_s']:.0f} | {100 * r['padding']:.1f}% | {100 * r['mfu']:.1f}% | "
-                     f"{r['peak_matmul_tflops']:.3f} | {r['peak_mem_mb']:.0f} |")
+                     f"{r['peak_matmul_tflops']:.3f} | {r['host_syncs_per_step']:.1f} | "
+                     f"{r['peak_mem_mb']:.0f} |")
     if result["translation"]:
         lines += ["", "translation (median of repeats)",
                   "| checkpoint | sentences | greedy sent/s | greedy tok/s | beam5 sent/s | beam5 tok/s | at length limit (greedy/beam5) |",
@@ -211,6 +309,8 @@ def main() -> None:
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--precision", help=argparse.SUPPRESS)
     ap.add_argument("--checkpoint", help=argparse.SUPPRESS)
+    ap.add_argument("--save-run", help="(with one config and precision) save the benchmarked "
+                    "model's checkpoint into this directory, e.g. to time its translation")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.worker == "train":
@@ -228,10 +328,19 @@ def main() -> None:
               str(args.repeats), "--threads", str(args.threads)]
     for s in args.set:
         common += ["--set", s]
+    if args.save_run:
+        common += ["--save-run", args.save_run]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     result = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
+                          **cpu_info(),
                           "torch": torch.__version__, "cuda": torch.cuda.is_available(),
                           "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-                          "threads": args.threads or torch.get_num_threads()},
+                          "threads": args.threads or torch.get_num_threads(),
+                          "peak_matmul_tflops": {
+                              name: peak_matmul(dt, device) / 1e12 for name, dt in
+                              (("fp32", torch.float32), ("bf16", torch.bfloat16))}},
               "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
               "training": [], "translation": []}
     if not args.skip_training:

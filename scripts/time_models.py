@@ -20,16 +20,16 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nmt.config import ModelConfig  # noqa: E402
+from nmt.config import model_config  # noqa: E402
 from nmt.models import build_model  # noqa: E402
 
 CONFIGS = {
-    "seq2seq": ModelConfig(arch="seq2seq", rnn_type="gru", emb_size=256, hidden_size=512,
-                           layers=1),
-    "rnnsearch": ModelConfig(arch="rnnsearch", rnn_type="gru", emb_size=256, enc_hidden_size=256,
-                             hidden_size=512, layers=1, attention="bahdanau"),
-    "transformer": ModelConfig(arch="transformer", layers=3, d_model=256, heads=4, ff=1024,
-                               norm="pre", tie_embeddings=True, tie_output=True),
+    "seq2seq": model_config("seq2seq", rnn_type="gru", emb_size=256, hidden_size=512,
+                            layers=1),
+    "rnnsearch": model_config("rnnsearch", rnn_type="gru", emb_size=256, enc_hidden_size=256,
+                              hidden_size=512, layers=1, attention="bahdanau"),
+    "transformer": model_config("transformer", layers=3, d_model=256, heads=4, ff=1024,
+                                norm="pre", tie_embeddings=True, tie_output=True),
 }
 
 

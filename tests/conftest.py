@@ -75,3 +75,28 @@ def multi30k() -> Path:
     if not (path / "train.de").is_file():
         pytest.skip(f"shared corpus not found: {path}")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, 2-head Transformer trained for 40 steps on a synthetic corpus (a few seconds):
+    shared by the API, server and browser tests, which compare against `nmt translate`."""
+    import yaml
+
+    from nmt import pipeline
+    from nmt.config import SyntheticConfig, load_config
+    from nmt.data.synthetic import write_corpus
+    from dataclasses import replace
+
+    root = tmp_path_factory.mktemp("tiny_transformer")
+    write_corpus(root / "corpus", replace(SyntheticConfig(), train=400, valid=20, test=20,
+                                          lexicon=30, max_words=12, seed=3))
+    cfg = {"data": {"source": "local", "path": str(root / "corpus"), "batch_tokens": 400},
+           "vocab": {"type": "word", "size": 200},
+           "model": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
+           "train": {"run_dir": str(root / "run"), "max_steps": 40, "lr": 0.003,
+                     "valid_every": 40, "valid_max_sentences": 20, "progress": False, "seed": 7,
+                     "threads": 1},
+           "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5, "max_input_tokens": 20}}
+    (root / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    return pipeline.train(load_config(root / "cfg.yaml")).run

@@ -100,7 +100,7 @@ CONFIG_ERRORS = {
     "wrong type (bool)": ({"vocab": {"joint": "sometimes"}},
                           r"wrong type for 'vocab\.joint' in \S+: expected bool"),
     "choice not allowed": ({"train": {"precision": "fp8"}},
-                           r"wrong type for 'train\.precision' in \S+: expected fp32 \| bf16 \| "
+                           r"wrong type for 'train\.precision' in \S+: expected auto \| fp32 \| bf16 \| "
                            r"fp16, got 'fp8'"),
     "negative lr": ({"train": {"lr": -0.001}},
                     r"value out of range for 'train\.lr' in \S+: expected > 0\.0, got -0\.001"),

@@ -180,9 +180,9 @@ def test_mistyped_architecture_suggests_the_name_and_writes_nothing(tmp_path, ca
     run = tmp_path / "run"
     args = ["train", str(TOY), *sets(*SMALL, "train.max_steps=2", f"train.run_dir={run}")]
     assert main([*args, "--set", "model.arch=rnnsearc"]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "nmt: error: unknown architecture 'model.arch: rnnsearc'; did you mean 'rnnsearch'? "
-        "expected one of rnnsearch, seq2seq, transformer")
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nmt: error: unknown architecture 'model.arch: rnnsearc'")
+    assert "did you mean 'rnnsearch'?" in err and "\n" not in err
     assert not run.exists()
     assert main(args) == 0  # the same command without the typo just works
     assert (run / "best.pt").is_file()
@@ -195,10 +195,9 @@ def test_model_that_fails_to_build_leaves_no_run_dir(tmp_path, monkeypatch, caps
     def broken(cfg, src_vocab, tgt_vocab):
         raise NmtError(f"this model cannot be built for {src_vocab} source pieces")
 
-    monkeypatch.setitem(registry._REGISTRY, "broken", broken)
+    monkeypatch.setitem(registry._BUILDERS, "rnnsearch", broken)  # its config is still valid
     run = tmp_path / "run"
-    assert main(["train", str(TOY), *sets(*SMALL, "model.arch=broken",
-                                          f"train.run_dir={run}")]) == 2
+    assert main(["train", str(TOY), *sets(*SMALL, f"train.run_dir={run}")]) == 2
     assert "cannot be built" in capsys.readouterr().err
     assert not run.exists()
 

@@ -16,6 +16,7 @@ from nmt import cli
 from nmt.config import (Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig,
                         check_trainable, docs_markdown, load_config)
 from nmt.errors import NmtError
+from nmt.models.rnnsearch import RNNSearchConfig
 
 MINIMAL = "data:\n  source: synthetic\nmodel:\n  arch: rnnsearch\n"
 
@@ -54,7 +55,7 @@ def test_yaml_loads_into_typed_sections_with_defaults_filled(write):
     assert cfg.model.hidden_size == 128 and cfg.train.lr == 0.001
     # everything not in the file keeps its documented default
     assert cfg.vocab == VocabConfig() and cfg.decode == DecodeConfig()
-    assert cfg.model.emb_size == ModelConfig(arch="x").emb_size
+    assert cfg.model.emb_size == RNNSearchConfig(arch="rnnsearch").emb_size
     assert dataclasses.replace(cfg.train, lr=TrainConfig().lr) == TrainConfig()
 
 
@@ -119,7 +120,7 @@ def test_set_without_equals_is_an_error(write):
     ("model", "layers", "2.5", "expected int"),             # float for int
     ("vocab", "joint", "1", "expected bool"),               # int for bool
     ("data", "src_lang", "[de, en]", "expected str"),       # list for str
-    ("train", "precision", "fp8", "expected fp32 | bf16 | fp16"),
+    ("train", "precision", "fp8", "expected auto | fp32 | bf16 | fp16"),
     ("train", "betas", "0.9", "expected list of float"),
 ])
 def test_wrong_type_names_key_file_and_expected_type(write, section, key, value, expected):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from nmt.config import DecodeConfig, ModelConfig
+from nmt.config import DecodeConfig, model_config
 from nmt.decode import (Hypothesis, beam_search, decode_batch, greedy_search, max_lengths,
                         translate_ids)
 from nmt.errors import NmtError
@@ -104,8 +104,9 @@ class RowCounter(NMTModel):
 
 def real_model(arch: str, seed: int = 0, dropout: float = 0.0) -> NMTModel:
     torch.manual_seed(seed)
-    cfg = ModelConfig(arch=arch, emb_size=16, hidden_size=32, d_model=32, heads=4, ff=64,
-                      layers=2, dropout=dropout)
+    sizes = (dict(d_model=32, heads=4, ff=64) if arch == "transformer"
+             else dict(emb_size=16, hidden_size=32))
+    cfg = model_config(arch, layers=2, dropout=dropout, **sizes)
     model = build_model(cfg, V, V)
     with torch.no_grad():                          # sharpen the untrained output distributions
         for p in model.parameters():

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.config import ModelConfig
+from nmt.config import model_config
 from nmt.errors import NmtError
 from nmt.models import EncoderOut, NMTModel, build_model
 from nmt.models.seq2seq import reverse_tokens
@@ -16,7 +16,9 @@ from nmt.models.seq2seq import reverse_tokens
 PAD, BOS, EOS = 0, 2, 3
 V = 20  # toy vocabulary; real tokens are 4 .. V-1
 
-TINY = dict(emb_size=16, hidden_size=32, d_model=32, heads=4, ff=64, dropout=0.1)
+TINY_RNN = dict(emb_size=16, hidden_size=32, dropout=0.1)
+TINY = {"seq2seq": TINY_RNN, "rnnsearch": TINY_RNN,
+        "transformer": dict(d_model=32, heads=4, ff=64, dropout=0.1)}
 VARIANTS = {
     "seq2seq-gru": ("seq2seq", {}),
     "seq2seq-lstm-2layer-reversed": ("seq2seq", dict(rnn_type="lstm", layers=2,
@@ -40,7 +42,7 @@ ATTENTION_VARIANTS = ["rnnsearch-bahdanau", "rnnsearch-luong-dot", "rnnsearch-lu
 def build(name: str, seed: int = 0, **overrides) -> NMTModel:
     arch, kw = VARIANTS[name]
     torch.manual_seed(seed)
-    return build_model(ModelConfig(arch=arch, **{**TINY, **kw, **overrides}), V, V).eval()
+    return build_model(model_config(arch, **{**TINY[arch], **kw, **overrides}), V, V).eval()
 
 
 def sentences(lengths: list[int], seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -248,7 +250,7 @@ def test_overfits_a_toy_set(arch, steps, lr):
     tgt_lengths = torch.randint(3, 8, (20,), generator=g).tolist()
     tgt_in = decoder_input(tgt_lengths, seed=4)
     tgt_out, _ = sentences(tgt_lengths, seed=4)               # tokens + [EOS]: tgt_in shifted
-    model = build_model(ModelConfig(arch=arch, **{**TINY, "dropout": 0.0}), V, V)
+    model = build_model(model_config(arch, **{**TINY[arch], "dropout": 0.0}), V, V)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     first = None
     for _ in range(steps):
@@ -302,13 +304,13 @@ def test_matmul_flops_match_a_flop_counter(name):
 
 
 def test_unknown_architecture_is_a_user_error():
-    with pytest.raises(NmtError, match="unknown architecture"):
-        build_model(ModelConfig(arch="lstm-lm"), V, V)
+    with pytest.raises(NmtError, match="unknown architecture 'model.arch: lstm-lm'"):
+        model_config("lstm-lm")
 
 
 def test_tied_embeddings_need_one_vocabulary():
     with pytest.raises(NmtError, match="tie_embeddings"):
-        build_model(ModelConfig(arch="transformer", tie_embeddings=True), 30, 40)
+        build_model(model_config("transformer", tie_embeddings=True), 30, 40)
     model = build("transformer-tied-untied-output")
     assert model.src_emb.weight is model.tgt_emb.weight
     assert model.out.weight is not model.tgt_emb.weight

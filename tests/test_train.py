@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -191,10 +192,36 @@ def test_max_minutes_stops_cleanly_with_checkpoint(tmp_path):
     assert "reached max_minutes" in (run / "train.log").read_text()
 
 
-def test_bf16_autocast_runs_on_cpu_and_is_logged(tmp_path):
-    run = pipeline.train(load_config(write_config(tmp_path, "rnnsearch", max_steps=3,
-                                                  precision="bf16"))).run
-    assert "precision: bf16 autocast on cpu" in (run / "train.log").read_text()
+@pytest.mark.parametrize("arch", ["seq2seq", "seq2seq-lstm", "rnnsearch", "rnnsearch-lstm",
+                                  "transformer"])
+def test_bf16_autocast_trains_and_decodes_on_cpu_for_every_architecture(tmp_path, arch,
+                                                                         monkeypatch):
+    import nmt.precision as precision
+
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))  # no bf16 units
+    name, _, rnn = arch.partition("-")
+    sets = [f"model.rnn_type={rnn}"] if rnn else []
+    # device: cpu, so the log line holds on a machine with a GPU too
+    cfg = write_config(tmp_path, name, max_steps=2, precision="bf16", device="cpu",
+                       valid_max_sentences=4)
+    run = pipeline.train(load_config(cfg, sets)).run
+    log = (run / "train.log").read_text()
+    assert "precision: bf16 autocast on cpu (this CPU has no native bf16: expect it to be slow)" in log
+    rows = metrics(run)
+    assert all(math.isfinite(r["loss"]) for r in rows)
+    assert "bleu" in rows[-1]  # validation loss in bf16, then greedy decoding
+
+
+def test_precision_auto_is_fp32_on_a_cpu_without_bf16_units(tmp_path, monkeypatch):
+    import nmt.precision as precision
+
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    run = pipeline.train(load_config(write_config(tmp_path / "a", "transformer", max_steps=1,
+                                                  device="cpu"))).run
+    assert "precision: auto: fp32 on cpu" in (run / "train.log").read_text()
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert precision.resolve_precision("auto", torch.device("cpu")) == "bf16"
+    assert precision.resolve_precision("fp32", torch.device("cpu")) == "fp32"
 
 
 def test_fp16_on_cpu_is_a_config_error(tmp_path, capsys):
@@ -221,7 +248,7 @@ def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, monkeypatch)
     assert "non-finite loss" in log and "2 in total" in log
     assert load_checkpoint(step_checkpoints(run)[-1])["step"] == 6
 
-    monkeypatch.setattr(train_mod, "loss_fn", lambda *a: torch.tensor(float("inf")))
+    monkeypatch.setattr(train_mod, "loss_fn", lambda logits, *a: logits.sum() * float("inf"))
     with pytest.raises(NmtError, match="5 consecutive steps with a non-finite loss"):
         pipeline.train(load_config(write_config(tmp_path / "y", "transformer", max_steps=20)))
 
@@ -256,7 +283,8 @@ def test_signal_saves_checkpoint_and_resume_continues(tmp_path, sig):
 
 
 def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
-    cfg = write_config(tmp_path, "transformer", max_steps=24, log_every=4)
+    # device: cpu forces gloo, so the test runs the same with or without GPUs
+    cfg = write_config(tmp_path, "transformer", max_steps=24, log_every=4, device="cpu")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                            "--master_port=29533", "-m", "nmt", "train", str(cfg)],
@@ -271,10 +299,16 @@ def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
     assert main(["evaluate", str(run), "--split", "valid", "--beam", "1",
                  "--report", str(report)]) == 0
     assert json.loads((report / "scores.json").read_text())["n"] == 40
+    # each rank had its own seed, and the checkpoint keeps each rank's generators ...
+    rngs = load_checkpoint(step_checkpoints(run)[-1])["rng_ranks"]
+    assert len(rngs) == 2 and not torch.equal(rngs[0]["torch"], rngs[1]["torch"])
+    # ... yet resuming on fewer processes (one) continues
+    resumed = pipeline.train(load_config(cfg, ["train.max_steps=26"]), resume=True)
+    assert load_checkpoint(step_checkpoints(resumed.run)[-1])["step"] == 26
 
 
 def _torchrun_with_fault(tmp_path: Path, fault: str, port: int) -> subprocess.CompletedProcess:
-    cfg = write_config(tmp_path, "transformer", max_steps=6, log_every=1)
+    cfg = write_config(tmp_path, "transformer", max_steps=6, log_every=1, device="cpu")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NMT_TEST_FAULT": fault}
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                            f"--master_port={port}", str(ROOT / "tests" / "ddp_fault_worker.py"),

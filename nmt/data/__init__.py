@@ -1,2 +1,2 @@
-"""Data: raw corpora (corpus), the built-in generator (synthetic), subwords (tokenizer),
-filtering (prepare) and token-budget batches (batching)."""
+"""Data: raw corpora (corpus), the built-in generator (synthetic), subwords (tokenizer), the
+prepared memory-mapped training corpus (prepared, ragged) and token-budget batches (batching)."""

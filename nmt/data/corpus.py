@@ -11,8 +11,9 @@ import hashlib
 import json
 import os
 from dataclasses import asdict
+from itertools import zip_longest
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from nmt.config import DataConfig
 from nmt.errors import NmtError
@@ -20,18 +21,44 @@ from nmt.errors import NmtError
 Pairs = tuple[list[str], list[str]]
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """Lines of a UTF-8 file split on '\\n' only (no line is dropped, merged or shifted)."""
-    path = Path(path)
+def _open(path: Path):
     try:
-        data = path.read_bytes()
+        return open(path, "rb")
     except FileNotFoundError:
         raise NmtError(f"file not found: {path}") from None
     except IsADirectoryError:
         raise NmtError(f"expected a file, found a directory: {path}") from None
     except OSError as e:
         raise NmtError(f"cannot read {path}: {e.strerror}") from None
-    return split_lines(data, str(path))
+
+
+def _decode(line: bytes, i: int, name: str) -> str:
+    """One line (without its '\\n') as text, naming the line (1-based) if it is not UTF-8."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NmtError(f"{name}, line {i}: not valid UTF-8 (byte 0x{line[e.start]:02x} at "
+                       f"column {e.start + 1})") from None
+    text = text.removesuffix("\r")
+    return text[1:] if i == 1 and text.startswith("\ufeff") else text
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """Lines of a UTF-8 file split on '\\n' only, streamed (no line is dropped, merged or
+    shifted); the file is opened now, so a missing file fails before the first line is asked."""
+    path = Path(path)
+    f = _open(path)
+
+    def lines() -> Iterator[str]:
+        with f:
+            for i, raw in enumerate(f, 1):  # binary files split on b"\\n" only
+                yield _decode(raw.removesuffix(b"\n"), i, str(path))
+    return lines()
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Lines of a UTF-8 file split on '\\n' only (no line is dropped, merged or shifted)."""
+    return list(iter_lines(path))
 
 
 def split_lines(data: bytes, name: str) -> list[str]:
@@ -41,17 +68,7 @@ def split_lines(data: bytes, name: str) -> list[str]:
     raw = data.split(b"\n")
     if raw[-1] == b"":
         raw.pop()
-    lines = []
-    for i, line in enumerate(raw, 1):
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise NmtError(f"{name}, line {i}: not valid UTF-8 (byte 0x{line[e.start]:02x} at "
-                           f"column {e.start + 1})") from None
-        lines.append(text.removesuffix("\r"))
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:]
-    return lines
+    return [_decode(line, i, name) for i, line in enumerate(raw, 1)]
 
 
 def _datasets():
@@ -71,23 +88,31 @@ def _text(value: Any, where: str, i: int, key: str) -> str:
     return value
 
 
-def _pairs_from_rows(rows: dict[str, list[Any]], src: str, tgt: str, where: str) -> Pairs:
-    """Shared by hub and local sources: a `translation` column of dicts, or one column per language."""
+def _translation_pair(t: Any, src: str, tgt: str, where: str, i: int) -> tuple[str, str]:
+    if not isinstance(t, dict) or src not in t or tgt not in t:
+        keys = sorted(t) if isinstance(t, dict) else type(t).__name__
+        raise NmtError(f"{where}, line {i}: expected language keys '{src}' and '{tgt}' "
+                       f"in 'translation', found {keys}")
+    return _text(t[src], where, i, src), _text(t[tgt], where, i, tgt)
+
+
+def _columns_error(where: str, src: str, tgt: str, found) -> NmtError:
+    return NmtError(f"{where}: expected a 'translation' column or columns '{src}' and '{tgt}', "
+                    f"found columns {sorted(found)}")
+
+
+def _pairs_from_rows(rows: dict[str, list[Any]], src: str, tgt: str, where: str,
+                     first: int = 1) -> Pairs:
+    """Shared by hub and local sources: a `translation` column of dicts, or one column per
+    language; `first` is the line number of the first row (for rows read in batches)."""
     if "translation" in rows:
-        out_src, out_tgt = [], []
-        for i, t in enumerate(rows["translation"], 1):
-            if not isinstance(t, dict) or src not in t or tgt not in t:
-                keys = sorted(t) if isinstance(t, dict) else type(t).__name__
-                raise NmtError(f"{where}, line {i}: expected language keys '{src}' and '{tgt}' "
-                               f"in 'translation', found {keys}")
-            out_src.append(_text(t[src], where, i, src))
-            out_tgt.append(_text(t[tgt], where, i, tgt))
-        return out_src, out_tgt
+        pairs = [_translation_pair(t, src, tgt, where, i)
+                 for i, t in enumerate(rows["translation"], first)]
+        return [s for s, _ in pairs], [t for _, t in pairs]
     if src in rows and tgt in rows:
-        return ([_text(s, where, i, src) for i, s in enumerate(rows[src], 1)],
-                [_text(t, where, i, tgt) for i, t in enumerate(rows[tgt], 1)])
-    raise NmtError(f"{where}: expected a 'translation' column or columns '{src}' and '{tgt}', "
-                   f"found columns {sorted(rows)}")
+        return ([_text(s, where, i, src) for i, s in enumerate(rows[src], first)],
+                [_text(t, where, i, tgt) for i, t in enumerate(rows[tgt], first)])
+    raise _columns_error(where, src, tgt, rows)
 
 
 def _checked(ds_rows, ours: dict[str, list]) -> dict[str, list]:
@@ -141,18 +166,20 @@ def _load_tsv(cfg: DataConfig, base: Path, name: str) -> Pairs:
     return _pairs_from_rows(rows, cfg.src_lang, cfg.tgt_lang, str(path))
 
 
+def _json_record(line: str, i: int, path: Path) -> dict:
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise NmtError(f"{path}, line {i}: invalid JSON ({e.msg})") from None
+    if not isinstance(rec, dict):
+        raise NmtError(f"{path}, line {i}: expected a JSON object, found "
+                       f"{type(rec).__name__}")
+    return rec
+
+
 def _load_jsonl(cfg: DataConfig, base: Path, name: str) -> Pairs:
     path = base / f"{name}.jsonl"
-    records = []
-    for i, line in enumerate(read_lines(path), 1):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise NmtError(f"{path}, line {i}: invalid JSON ({e.msg})") from None
-        if not isinstance(rec, dict):
-            raise NmtError(f"{path}, line {i}: expected a JSON object, found "
-                           f"{type(rec).__name__}")
-        records.append(rec)
+    records = [_json_record(line, i, path) for i, line in enumerate(read_lines(path), 1)]
     if not records:
         return [], []
     keys = list(dict.fromkeys(k for rec in records for k in rec))
@@ -162,10 +189,15 @@ def _load_jsonl(cfg: DataConfig, base: Path, name: str) -> Pairs:
     return _pairs_from_rows(rows, cfg.src_lang, cfg.tgt_lang, str(path))
 
 
-def _load_hub(cfg: DataConfig, name: str) -> Pairs:
-    where = f"hub dataset {cfg.hub_name}" + (f" ({cfg.hub_config})" if cfg.hub_config else "")
+def _hub_where(cfg: DataConfig) -> str:
+    return f"hub dataset {cfg.hub_name}" + (f" ({cfg.hub_config})" if cfg.hub_config else "")
+
+
+def _hub_dataset(cfg: DataConfig, name: str):
+    """The hub split as `datasets` loads it (an Arrow table, memory-mapped from its cache)."""
+    where = _hub_where(cfg)
     try:
-        ds = _datasets().load_dataset(cfg.hub_name, cfg.hub_config, split=name)
+        return _datasets().load_dataset(cfg.hub_name, cfg.hub_config, split=name)
     except ValueError as e:
         msg = str(e).splitlines()[0]
         if "split" in msg.lower():
@@ -174,7 +206,12 @@ def _load_hub(cfg: DataConfig, name: str) -> Pairs:
     except (ConnectionError, OSError) as e:
         raise NmtError(f"cannot load {where} (is the hub reachable?): "
                        f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang, f"{where} split '{name}'")
+
+
+def _load_hub(cfg: DataConfig, name: str) -> Pairs:
+    ds = _hub_dataset(cfg, name)
+    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang,
+                            f"{_hub_where(cfg)} split '{name}'")
 
 
 def synthetic_dir(cfg: DataConfig) -> Path:
@@ -207,3 +244,112 @@ def load_split(cfg: DataConfig, role: str) -> Pairs:
     loader = {"text": _load_text, "tsv": _load_tsv, "jsonl": _load_jsonl}[
         "text" if cfg.source == "synthetic" else cfg.format]
     return loader(cfg, base, name)
+
+
+# ----------------------------------------------------------------------------------------------
+# Streaming: the same checks, one line at a time, for training splits too large for a list
+
+PairStream = Iterator[tuple[str, str]]
+
+
+def _stream_text(cfg: DataConfig, base: Path, name: str) -> PairStream:
+    paths = [base / f"{name}.{cfg.src_lang}", base / f"{name}.{cfg.tgt_lang}"]
+    sides = [iter_lines(p) for p in paths]  # both opened now: a missing file fails first
+
+    def pairs() -> PairStream:
+        n = 0
+        for s, t in zip_longest(*sides):
+            if s is None or t is None:
+                counts = [n + (x is not None) + sum(1 for _ in side)
+                          for x, side in zip((s, t), sides)]
+                raise NmtError(f"line counts differ: {paths[0]} has {counts[0]} lines, "
+                               f"{paths[1]} has {counts[1]}")
+            n += 1
+            yield s, t
+    return pairs()
+
+
+def _stream_tsv(cfg: DataConfig, base: Path, name: str) -> PairStream:
+    path = base / f"{name}.tsv"
+    lines = iter_lines(path)
+
+    def pairs() -> PairStream:
+        order = None
+        for i, line in enumerate(lines, 1):
+            if line.count("\t") != 1:
+                raise NmtError(f"{path}, line {i}: expected 2 tab-separated columns, found "
+                               f"{line.count(chr(9)) + 1}")
+            cells = line.split("\t")
+            if order is None:
+                order = (1, 0) if cells == [cfg.tgt_lang, cfg.src_lang] else (0, 1)
+                if cells in ([cfg.src_lang, cfg.tgt_lang], [cfg.tgt_lang, cfg.src_lang]):
+                    continue  # a header line
+            yield cells[order[0]], cells[order[1]]
+    return pairs()
+
+
+def _stream_jsonl(cfg: DataConfig, base: Path, name: str) -> PairStream:
+    path = base / f"{name}.jsonl"
+    lines, src, tgt, where = iter_lines(path), cfg.src_lang, cfg.tgt_lang, str(path)
+
+    def pairs() -> PairStream:
+        translation = None  # decided by the first record, as one schema holds for the file
+        for i, line in enumerate(lines, 1):
+            rec = _json_record(line, i, path)
+            if translation is None:
+                translation = "translation" in rec
+                if not translation and not (src in rec and tgt in rec):
+                    raise _columns_error(where, src, tgt, rec)
+            if translation:
+                yield _translation_pair(rec.get("translation"), src, tgt, where, i)
+            else:
+                yield _text(rec.get(src), where, i, src), _text(rec.get(tgt), where, i, tgt)
+    return pairs()
+
+
+def split_name(cfg: DataConfig, role: str) -> str:
+    if role not in cfg.splits:
+        raise NmtError(f"split '{role}' is not named in 'data.splits' (have: "
+                       f"{', '.join(cfg.splits)})")
+    return cfg.splits[role]
+
+
+def split_files(cfg: DataConfig, role: str) -> list[Path]:
+    """The local files a split is read from (none for the hub); the synthetic corpus is written
+    here on first use."""
+    name = split_name(cfg, role)
+    if cfg.source == "hub":
+        return []
+    base = synthetic_dir(cfg) if cfg.source == "synthetic" else Path(cfg.path)
+    if cfg.source == "local" and not base.is_dir():
+        raise NmtError(f"data directory not found: {base} (data.path)")
+    fmt = "text" if cfg.source == "synthetic" else cfg.format
+    if fmt == "text":
+        return [base / f"{name}.{cfg.src_lang}", base / f"{name}.{cfg.tgt_lang}"]
+    return [base / f"{name}.{fmt}"]
+
+
+def stream_split(cfg: DataConfig, role: str) -> PairStream:
+    """(source, target) pairs of a local or synthetic split, checked line by line as they are
+    read (the corpus is never held in memory)."""
+    name = split_name(cfg, role)
+    base = split_files(cfg, role)[0].parent
+    fmt = "text" if cfg.source == "synthetic" else cfg.format
+    return {"text": _stream_text, "tsv": _stream_tsv, "jsonl": _stream_jsonl}[fmt](cfg, base, name)
+
+
+def hub_split(cfg: DataConfig, role: str):
+    """A hub split mapped to checked `src` / `tgt` text columns, through `datasets` (on disk,
+    memory-mapped; rows are checked in batches, naming the line of a bad one)."""
+    name = split_name(cfg, role)
+    ds = _hub_dataset(cfg, name)
+    where = f"{_hub_where(cfg)} split '{name}'"
+    src, tgt = cfg.src_lang, cfg.tgt_lang
+    if "translation" not in ds.column_names and not (src in ds.column_names
+                                                     and tgt in ds.column_names):
+        raise _columns_error(where, src, tgt, ds.column_names)
+
+    def check(rows: dict, idx: list[int]) -> dict:
+        s, t = _pairs_from_rows(rows, src, tgt, where, first=idx[0] + 1 if idx else 1)
+        return {"src": s, "tgt": t}
+    return ds.map(check, batched=True, with_indices=True, remove_columns=ds.column_names)

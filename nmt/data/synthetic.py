@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 from nmt.config import SyntheticConfig
 from nmt.errors import NmtError
@@ -367,8 +367,8 @@ def _length(rng: random.Random, cfg: SyntheticConfig) -> int:
 # ----------------------------------------------------------------------------------------------
 # Public API
 
-def generate(cfg: SyntheticConfig, split: str, n: int) -> list[tuple[str, str]]:
-    """`n` (source, target) pairs of `split`; each split has its own seed derived from cfg.seed."""
+def iter_pairs(cfg: SyntheticConfig, split: str, n: int) -> Iterator[tuple[str, str]]:
+    """`n` (source, target) pairs of `split`, one at a time; each split has its own seed."""
     if cfg.min_words > cfg.max_words:
         raise NmtError(f"synthetic min_words ({cfg.min_words}) exceeds max_words "
                        f"({cfg.max_words})")
@@ -379,16 +379,38 @@ def generate(cfg: SyntheticConfig, split: str, n: int) -> list[tuple[str, str]]:
         raise NmtError(f"cannot generate a negative number of pairs ({n})")
     grammar = _Grammar(build_lexicon(cfg.seed, cfg.lexicon))
     rng = random.Random(_subseed("split", cfg.seed, split))
-    pairs = []
-    while len(pairs) < n:
-        src, tgt = grammar.sentence(rng, _length(rng, cfg))
-        if len(src) >= cfg.min_words:   # rare misses of a tight length window are redrawn
-            pairs.append((" ".join(src), " ".join(tgt)))
-    return pairs
+
+    def pairs() -> Iterator[tuple[str, str]]:
+        made = 0
+        while made < n:
+            src, tgt = grammar.sentence(rng, _length(rng, cfg))
+            if len(src) >= cfg.min_words:   # rare misses of a tight length window are redrawn
+                made += 1
+                yield " ".join(src), " ".join(tgt)
+    return pairs()
 
 
-def _write_lines(path: Path, lines: Iterable[str]) -> None:
-    atomic_write(path, "".join(line + "\n" for line in lines))
+def generate(cfg: SyntheticConfig, split: str, n: int) -> list[tuple[str, str]]:
+    """`n` (source, target) pairs of `split`; each split has its own seed derived from cfg.seed."""
+    return list(iter_pairs(cfg, split, n))
+
+
+def _write_pairs(src_path: Path, tgt_path: Path, pairs: Iterable[tuple[str, str]]) -> int:
+    """Stream pairs into both files at once (atomically: temp files renamed when complete)."""
+    count = 0
+
+    def write_tgt(tmp_tgt: Path) -> None:
+        def write_src(tmp_src: Path) -> None:
+            nonlocal count
+            with open(tmp_src, "x", encoding="utf-8") as fs, \
+                    open(tmp_tgt, "x", encoding="utf-8") as ft:
+                for s, t in pairs:
+                    fs.write(s + "\n")
+                    ft.write(t + "\n")
+                    count += 1
+        atomic_write(src_path, write_src)
+    atomic_write(tgt_path, write_tgt)
+    return count
 
 
 def write_corpus(out_dir: str | Path, cfg: SyntheticConfig, src_lang: str = "src",
@@ -400,8 +422,6 @@ def write_corpus(out_dir: str | Path, cfg: SyntheticConfig, src_lang: str = "src
     out.mkdir(parents=True, exist_ok=True)
     counts = {}
     for split, n in (("train", cfg.train), ("valid", cfg.valid), ("test", cfg.test)):
-        pairs = generate(cfg, split, n)
-        _write_lines(out / f"{split}.{src_lang}", (s for s, _ in pairs))
-        _write_lines(out / f"{split}.{tgt_lang}", (t for _, t in pairs))
-        counts[split] = len(pairs)
+        counts[split] = _write_pairs(out / f"{split}.{src_lang}", out / f"{split}.{tgt_lang}",
+                                     iter_pairs(cfg, split, n))
     return counts

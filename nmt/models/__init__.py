@@ -1,7 +1,13 @@
-"""Models: importing this package registers every architecture."""
-from nmt.models import rnnsearch, seq2seq, transformer  # noqa: F401  (registration side effect)
-from nmt.models.base import EncoderOut, NMTModel, State
-from nmt.models.registry import architectures, build_model, check_architecture, register
+"""Models: importing this package imports every module in it, which registers each architecture
+(`@register`), so adding an architecture is adding one file here."""
+import importlib
+import pkgutil
 
-__all__ = ["EncoderOut", "NMTModel", "State", "architectures", "build_model",
-           "check_architecture", "register"]
+from nmt.models.base import EncoderOut, NMTModel, State
+from nmt.models.registry import architectures, build_model, config_classes, register
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["EncoderOut", "NMTModel", "State", "architectures", "build_model", "config_classes",
+           "register"]

@@ -5,16 +5,22 @@ a small transformer layer. Here 8 mask bytes come from each 64-bit random intege
 is kept when its byte >= round(256 p): the drop probability is p rounded to a multiple of 1/256
 and kept values are scaled by the exact inverse keep rate, so expectations are unchanged. The
 bytes come from torch's generator, so seeding and resume stay exact.
+
+On a GPU the trick loses (several kernels and a full-size mask, where F.dropout is one fused
+kernel), so everywhere but the CPU this is plain F.dropout.
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 
 def byte_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     if not training or p <= 0.0:
         return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, training=True)
     cut = round(256 * p)
     if cut >= 256:
         return torch.zeros_like(x)

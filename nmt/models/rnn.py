@@ -2,9 +2,42 @@
 padding-safe packed run, and the deep output layer."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Iterator, Literal, Optional
+
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.func import functional_call
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from nmt.config import ModelConfig, opt
+from nmt.precision import bf16_is_fast
+
+# Source lengths already on the host (the trainer knows them from the CPU batch), so packing
+# needs no device -> host copy of the mask's sums.
+_HOST_LENGTHS: ContextVar[Optional[Tensor]] = ContextVar("host_lengths", default=None)
+
+
+@contextmanager
+def host_lengths(lengths: Tensor) -> Iterator[None]:
+    """Within this block, `run_packed` takes these CPU lengths instead of reading the mask."""
+    token = _HOST_LENGTHS.set(lengths)
+    try:
+        yield
+    finally:
+        _HOST_LENGTHS.reset(token)
+
+
+@dataclass
+class RNNConfig(ModelConfig):
+    """Keys both RNN architectures (seq2seq, rnnsearch) have."""
+    rnn_type: Literal["gru", "lstm"] = opt("gru", "recurrent cell")
+    emb_size: int = opt(256, "embedding size", lo=1)
+    hidden_size: int = opt(512, "decoder hidden size (seq2seq: the encoder's too)", lo=1)
+    deep_output: Literal["maxout", "tanh", "none"] = opt(
+        "maxout", "deep output layer before the softmax")
 
 
 def gates(rnn_type: str) -> int:
@@ -19,6 +52,49 @@ def make_rnn(rnn_type: str, input_size: int, hidden: int, layers: int, dropout: 
                dropout=dropout if layers > 1 else 0.0)
 
 
+def recurrent_dtype(device: torch.device) -> Optional[torch.dtype]:
+    """The dtype the recurrent layers run in under autocast (None: autocast is off).
+
+    Autocast's own choice is wrong both ways: on CUDA it casts cuDNN RNNs to fp16 even in a bf16
+    region (no GradScaler there, so small encoder gradients underflow), and on a CPU without
+    bf16 units it sends an unpacked LSTM to a oneDNN bf16 kernel that does not exist. So: fp16
+    in an fp16 region (which has a GradScaler); bf16 in a bf16 region where the device runs bf16
+    natively (cuDNN on Ampere and later, CPUs with AVX512-BF16/AMX); fp32 everywhere else.
+    """
+    kind = device.type
+    if kind not in ("cpu", "cuda") or not torch.is_autocast_enabled(kind):
+        return None
+    amp = torch.get_autocast_dtype(kind)
+    if amp == torch.float16 and kind == "cuda":
+        return torch.float16
+    if amp == torch.bfloat16 and bf16_is_fast(device):
+        return torch.bfloat16
+    return torch.float32
+
+
+def run_rnn(rnn: nn.RNNBase, x, hx=None):
+    """`rnn(x, hx)` in `recurrent_dtype`, outside autocast; outputs come back in that dtype.
+
+    In a lower precision the fp32 weights are cast for the call (as autocast would), so their
+    gradients still reach the fp32 master weights."""
+    data = x.data if isinstance(x, PackedSequence) else x
+    dtype = recurrent_dtype(data.device)
+    if dtype is None:
+        return rnn(x, hx)
+    cast = lambda t: t.to(dtype) if t is not None and t.is_floating_point() else t  # noqa: E731
+    if isinstance(x, PackedSequence):
+        x = x._replace(data=cast(x.data))
+    else:
+        x = cast(x)
+    if hx is not None:
+        hx = tuple(map(cast, hx)) if isinstance(hx, tuple) else cast(hx)
+    with torch.autocast(data.device.type, enabled=False):
+        if dtype == torch.float32:
+            return rnn(x, hx)
+        weights = {n: cast(p) for n, p in rnn.named_parameters()}
+        return functional_call(rnn, weights, (x, hx))
+
+
 def run_packed(rnn: nn.RNNBase, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """Run `rnn` over the real positions only, so padding never touches the states.
 
@@ -26,9 +102,11 @@ def run_packed(rnn: nn.RNNBase, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor
     [layers*dirs, B, H] (for LSTMs the h part).
     """
     # An all-pad row (length 0) cannot be packed; reading one pad token keeps it finite.
-    lengths = mask.sum(1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, h_n = rnn(packed)
+    lengths = _HOST_LENGTHS.get()
+    if lengths is None or lengths.device.type != "cpu" or lengths.size(0) != mask.size(0):
+        lengths = mask.sum(1).cpu()  # a device -> host copy: one sync on a GPU
+    packed = pack_padded_sequence(x, lengths.clamp(min=1), batch_first=True, enforce_sorted=False)
+    out, h_n = run_rnn(rnn, packed)
     out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
     return out, (h_n[0] if isinstance(h_n, tuple) else h_n)
 

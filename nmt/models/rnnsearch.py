@@ -13,18 +13,27 @@ the bottom layer reads [emb; c_i], the attention query is the top layer's s_{i-1
 """
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.config import opt
 from nmt.models.attention import build_alignment
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.rnn import DeepOutput, gates, make_rnn, run_packed
+from nmt.models.rnn import DeepOutput, RNNConfig, gates, make_rnn, run_packed
+
+
+@dataclass
+class RNNSearchConfig(RNNConfig):
+    enc_hidden_size: int = opt(0, "encoder size per direction; 0 = hidden_size // 2", lo=0)
+    attention: Literal["bahdanau", "luong_dot", "luong_general"] = opt(
+        "bahdanau", "alignment model: additive (Bahdanau) or Luong dot/general")
+    attention_size: int = opt(0, "additive attention size; 0 = hidden_size", lo=0)
 
 
 class Cell(nn.Module):
@@ -51,7 +60,7 @@ class Cell(nn.Module):
 
 
 class RNNSearch(NMTModel):
-    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> None:
+    def __init__(self, cfg: RNNSearchConfig, src_vocab: int, tgt_vocab: int) -> None:
         super().__init__()
         E, H, L = cfg.emb_size, cfg.hidden_size, cfg.layers
         Eh = cfg.enc_hidden_size or H // 2
@@ -135,6 +144,6 @@ class RNNSearch(NMTModel):
         return enc / tgt_len + attn + rnn + self.out.flops()
 
 
-@register("rnnsearch")
-def build_rnnsearch(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
+@register("rnnsearch", config=RNNSearchConfig)
+def build_rnnsearch(cfg: RNNSearchConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
     return RNNSearch(cfg, src_vocab, tgt_vocab)

@@ -14,15 +14,24 @@ For LSTMs, c and s_0 are hidden states; the decoder's initial memory cell is zer
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.config import opt
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.rnn import DeepOutput, gates, make_rnn, run_packed
+from nmt.models.rnn import DeepOutput, RNNConfig, gates, make_rnn, run_packed, run_rnn
+
+
+@dataclass
+class Seq2SeqConfig(RNNConfig):
+    reverse_source: bool = opt(False, "feed the source reversed (Sutskever et al. 2014)")
+    feed_context: bool = opt(True, "concatenate the context vector c = h_T to the decoder input "
+                                   "and output at every step (Cho et al. 2014)")
 
 
 def reverse_tokens(src: Tensor, mask: Tensor, eos_id: int) -> Tensor:
@@ -35,7 +44,7 @@ def reverse_tokens(src: Tensor, mask: Tensor, eos_id: int) -> Tensor:
 
 
 class Seq2Seq(NMTModel):
-    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> None:
+    def __init__(self, cfg: Seq2SeqConfig, src_vocab: int, tgt_vocab: int) -> None:
         super().__init__()
         E, H, L = cfg.emb_size, cfg.hidden_size, cfg.layers
         self.rnn_type, self.layers, self.hidden = cfg.rnn_type, L, H
@@ -73,10 +82,11 @@ class Seq2Seq(NMTModel):
         x = torch.cat([y, c], -1) if self.feed_context else y
         h0 = state["h"].transpose(0, 1).contiguous()                    # [L, B, H] for cuDNN
         if self.rnn_type == "lstm":
-            s, (h, cell) = self.decoder(x, (h0, state["cell"].transpose(0, 1).contiguous()))
+            c0 = state["cell"].transpose(0, 1).contiguous()
+            s, (h, cell) = run_rnn(self.decoder, x, (h0, c0))
             new = {"cell": cell.transpose(0, 1)}
         else:
-            s, h = self.decoder(x, h0)
+            s, h = run_rnn(self.decoder, x, h0)
             new = {}
         feats = torch.cat([self.drop(s), y, c], -1) if self.feed_context else self.drop(s)
         new.update(h=h.transpose(0, 1), context=state["context"])
@@ -99,6 +109,6 @@ class Seq2Seq(NMTModel):
         return (enc + init) / tgt_len + dec
 
 
-@register("seq2seq")
-def build_seq2seq(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
+@register("seq2seq", config=Seq2SeqConfig)
+def build_seq2seq(cfg: Seq2SeqConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
     return Seq2Seq(cfg, src_vocab, tgt_vocab)

@@ -13,17 +13,41 @@ cross-attention keys/values of the memory are computed once in init_state.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, opt
 from nmt.errors import NmtError
 from nmt.models.attention import MultiHeadAttention, attend_mask
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
+
+
+@dataclass
+class TransformerConfig(ModelConfig):
+    d_model: int = opt(256, "model width", lo=1)
+    heads: int = opt(4, "attention heads (must divide d_model)", lo=1)
+    ff: int = opt(1024, "feed-forward size", lo=1)
+    attention_dropout: float = opt(0.0, "dropout on attention weights (0 keeps the fused "
+                                        "attention kernel on CPU)", lo=0.0, hi=1.0, hi_open=True)
+    norm: Literal["pre", "post"] = opt("pre", "layer-norm placement")
+    positions: Literal["sinusoidal", "learned"] = opt("sinusoidal", "position encoding")
+    max_positions: int = opt(1024, "longest sequence learned positions support", lo=1)
+    tie_embeddings: bool = opt(False, "share source and target embeddings (needs vocab.joint)")
+    tie_output: bool = opt(True, "tie the target embedding to the output projection")
+
+    def check(self, cfg, where: str) -> None:
+        if self.d_model % self.heads:
+            raise NmtError(f"'model.d_model' ({self.d_model}) in {where} must be divisible by "
+                           f"'model.heads' ({self.heads})")
+        if self.tie_embeddings and not cfg.vocab.joint:
+            raise NmtError(f"contradictory options in {where}: 'model.tie_embeddings' shares "
+                           f"source and target embeddings and needs 'vocab.joint: true'")
 
 
 def sinusoids(length: int, d: int) -> Tensor:
@@ -122,7 +146,7 @@ class DecoderLayer(Sublayers):
 
 
 class Transformer(NMTModel):
-    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> None:
+    def __init__(self, cfg: TransformerConfig, src_vocab: int, tgt_vocab: int) -> None:
         super().__init__()
         d, L, pre = cfg.d_model, cfg.layers, cfg.norm == "pre"
         self.d_model, self.heads, self.ff, self.n_layers = d, cfg.heads, cfg.ff, L
@@ -206,12 +230,9 @@ class Transformer(NMTModel):
         return (enc + cross_kv) / T + dec + 2 * d * self.out.out_features
 
 
-@register("transformer")
-def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
-    if cfg.d_model % cfg.heads:
-        raise NmtError(f"'model.d_model' ({cfg.d_model}) must be divisible by "
-                       f"'model.heads' ({cfg.heads})")
-    if cfg.tie_embeddings and src_vocab != tgt_vocab:
+@register("transformer", config=TransformerConfig)
+def build_transformer(cfg: TransformerConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
+    if cfg.tie_embeddings and src_vocab != tgt_vocab:  # the vocabularies, not the config
         raise NmtError(f"'model.tie_embeddings' needs one joint vocabulary, but the source has "
                        f"{src_vocab} entries and the target {tgt_vocab}")
     return Transformer(cfg, src_vocab, tgt_vocab)

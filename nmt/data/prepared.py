@@ -1,0 +1,315 @@
+"""The prepared training corpus: ids, lengths and filter decisions in Arrow files, memory-mapped.
+
+`ensure_prepared` reads the training split through `datasets` (checked line by line, streamed),
+trains sentencepiece on a sample, encodes with `Dataset.map(num_proc=data.workers)` and writes the
+result into a directory keyed by a hash of everything that changes the ids (the data and vocab
+sections, the subword seed, the source files' size and mtime, the given subword models, the
+versions of this format and of sentencepiece). It is built in a temp directory renamed into place
+when complete, under a file lock, so a killed prepare leaves nothing mistaken for complete and
+parallel runs build it once. `open_prepared` maps the files: every process reading the same corpus
+shares one copy in the page cache.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+import numpy as np
+
+from nmt.config import Config, DataConfig
+from nmt.data import corpus
+from nmt.data.batching import BucketBatcher
+from nmt.data.ragged import IdColumn
+from nmt.data.tokenizer import Tokenizer
+from nmt.errors import NmtError
+
+log = logging.getLogger("nmt")
+FORMAT = 1
+# Keys of the data section that never change the ids: a new batch size reuses the corpus.
+NOT_IN_KEY = ("batch_tokens", "batch_size", "workers", "prepared_dir")
+KEEP, EMPTY, TOO_LONG, RATIO = 0, 1, 2, 3  # the filter decision stored per pair
+
+
+@dataclass
+class FilterStats:
+    total: int = 0
+    kept: int = 0
+    empty: int = 0
+    too_long: int = 0
+    ratio: int = 0
+
+    def line(self) -> str:
+        return (f"train pairs: {self.total} read, {self.kept} kept, dropped {self.empty} empty, "
+                f"{self.too_long} over max_len, {self.ratio} over max_ratio")
+
+
+def prepared_root(data: DataConfig) -> Path:
+    if data.prepared_dir:
+        return Path(data.prepared_dir)
+    return Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt")) / "prepared"
+
+
+def _file_sha1(path: Optional[str]) -> Optional[str]:
+    if not path or not Path(path).is_file():
+        return None  # a missing model is reported by the tokenizer, with its own message
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+
+
+def corpus_key(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> str:
+    """The hash naming the prepared corpus of this config (any change to the ids changes it);
+    `tokenizer`: given subword models (a fine-tuned run's parent's) instead of trained ones."""
+    import sentencepiece
+
+    from nmt.data import synthetic
+
+    data = {k: v for k, v in asdict(cfg.data).items() if k not in NOT_IN_KEY}
+    files = []
+    for p in corpus.split_files(cfg.data, "train"):
+        if not p.is_file():
+            raise NmtError(f"file not found: {p}" if not p.is_dir()
+                           else f"expected a file, found a directory: {p}")
+        st = p.stat()
+        files.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
+    v = cfg.vocab
+    key = {"format": FORMAT, "data": data, "vocab": asdict(v), "seed": cfg.train.seed,
+           "files": files, "synthetic": synthetic.VERSION, "sentencepiece": sentencepiece.__version__,
+           "models": [_file_sha1(m) for m in (v.model, v.src_model, v.tgt_model)],
+           "given": None if tokenizer is None else [
+               hashlib.sha1(b).hexdigest() if b else None
+               for b in (tokenizer.src_proto, tokenizer.tgt_proto)]}
+    return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock the kernel drops when its holder dies (even by SIGKILL)."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def ensure_prepared(cfg: Config, progress: bool = False,
+                    tokenizer: Optional[Tokenizer] = None) -> tuple[Path, bool]:
+    """The prepared corpus directory for `cfg`, built now if needed; (path, built now?)."""
+    root = prepared_root(cfg.data)
+    key = corpus_key(cfg, tokenizer)
+    final = root / key
+    if (final / "meta.json").is_file():
+        return final, False
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root / f".{key}.lock"):
+        if (final / "meta.json").is_file():  # built by another process while we waited
+            return final, False
+        for stale in root.glob(f".tmp-{key}-*"):  # left by a killed prepare: the lock was free
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = root / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            _build(cfg, tmp, progress, tokenizer)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return final, True
+
+
+# ----------------------------------------------------------------------------------------------
+# Building
+
+def _unwrap(e: BaseException) -> BaseException:
+    """`datasets` wraps errors raised while it generates rows; the user's NmtError is inside."""
+    seen = e
+    while seen is not None:
+        if isinstance(seen, NmtError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return e
+
+
+def _stream_rows(data: DataConfig, progress: bool) -> Iterator[dict]:
+    from tqdm import tqdm
+
+    for s, t in tqdm(corpus.stream_split(data, "train"), desc="reading", unit=" pairs",
+                     disable=not progress, mininterval=1.0):
+        yield {"src": s, "tgt": t}
+
+
+def _read_train(cfg: Config, cache: Path, progress: bool):
+    """The training split as a `datasets.Dataset` of text columns `src`, `tgt` (on disk)."""
+    ds = corpus._datasets()
+    if cfg.data.source == "hub":
+        return corpus.hub_split(cfg.data, "train")
+    features = ds.Features({"src": ds.Value("string"), "tgt": ds.Value("string")})
+    try:
+        return ds.Dataset.from_generator(_stream_rows, features=features, cache_dir=str(cache),
+                                         gen_kwargs={"data": cfg.data, "progress": progress})
+    except Exception as e:  # noqa: BLE001 - re-raised, unwrapped when it is the user's mistake
+        raise _unwrap(e) from None
+
+
+def _subwords(cfg: Config, text) -> Tokenizer:
+    """Train (or load) the subword models on a seeded sample of at most vocab.max_sentences lines."""
+    v, n = cfg.vocab, len(text)
+    if (v.model if v.joint else (v.src_model and v.tgt_model)):
+        return Tokenizer.build(v, [], [], cfg.data.lowercase, cfg.train.seed)
+    rows = -(-v.max_sentences // 2) if v.joint else v.max_sentences  # joint: both sides count
+    if rows < n:
+        pick = np.sort(np.random.default_rng(cfg.train.seed).choice(n, rows, replace=False))
+        text = text.select(pick)
+    src, tgt = (text.data.column(c).to_pylist() for c in ("src", "tgt"))
+    return Tokenizer.build(v, src, tgt, cfg.data.lowercase, cfg.train.seed)
+
+
+_TOKENIZERS: dict[bytes, Tokenizer] = {}
+
+
+def _encode(rows: dict, src_proto: bytes, tgt_proto: Optional[bytes], lowercase: bool,
+            max_len: int, max_ratio: float) -> dict:
+    """One batch of rows -> ids, lengths and the filter decision (runs in the map workers)."""
+    key = hashlib.sha1(src_proto + (tgt_proto or b"")).digest() + bytes([lowercase])
+    tok = _TOKENIZERS.get(key) or _TOKENIZERS.setdefault(key, Tokenizer(src_proto, tgt_proto,
+                                                                         lowercase))
+    src, tgt = tok.encode_src(rows["src"]), tok.encode_tgt(rows["tgt"])
+    drop = []
+    for s_text, t_text, s, t in zip(rows["src"], rows["tgt"], src, tgt):
+        ls, lt = len(s) - 1, len(t)  # source ids end in EOS
+        if not s_text.strip() or not t_text.strip() or ls == 0 or lt == 0:
+            drop.append(EMPTY)
+        elif ls > max_len or lt > max_len:
+            drop.append(TOO_LONG)
+        elif max(ls, lt) / min(ls, lt) > max_ratio:
+            drop.append(RATIO)
+        else:
+            drop.append(KEEP)
+    return {"src": src, "tgt": tgt, "src_len": [len(s) for s in src],
+            "tgt_len": [len(t) for t in tgt], "drop": drop}
+
+
+def _id_features(ds, vocab: int):
+    seq = getattr(ds, "List", None) or ds.Sequence
+    ids = ds.Value("uint16" if vocab <= 1 << 16 else "int32")
+    return ds.Features({"src": seq(ids), "tgt": seq(ids), "src_len": ds.Value("int32"),
+                        "tgt_len": ds.Value("int32"), "drop": ds.Value("int8")})
+
+
+def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = None) -> None:
+    ds = corpus._datasets()
+    times = {}
+    t0 = time.perf_counter()
+    text = _read_train(cfg, out / "read", progress)
+    times["read"] = time.perf_counter() - t0
+    log.info(f"prepare: read {len(text)} training pairs in {times['read']:.1f} s")
+
+    t0 = time.perf_counter()
+    tok = given or _subwords(cfg, text)
+    tok.save(out)
+    times["subwords"] = time.perf_counter() - t0
+    log.info(f"prepare: subword models trained in {times['subwords']:.1f} s")
+
+    t0 = time.perf_counter()
+    vocab = max(tok.src_vocab_size, tok.tgt_vocab_size)
+    if progress:
+        ds.enable_progress_bars()
+    d = cfg.data
+    ids = text.map(_encode, batched=True, num_proc=d.workers if d.workers > 1 else None,
+                   remove_columns=text.column_names, features=_id_features(ds, vocab),
+                   cache_file_name=str(out / "train.arrow"), load_from_cache_file=False,
+                   desc="encoding", fn_kwargs={"src_proto": tok.src_proto,
+                                              "tgt_proto": tok.tgt_proto,
+                                              "lowercase": d.lowercase, "max_len": d.max_len,
+                                              "max_ratio": d.max_ratio})
+    ds.disable_progress_bars()
+    times["encode+filter"] = time.perf_counter() - t0
+    drop = np.bincount(ids.data.column("drop").to_numpy(), minlength=4)
+    src_tokens = int(np.asarray(ids.data.column("src_len")).sum())
+    tgt_tokens = int(np.asarray(ids.data.column("tgt_len")).sum())
+    n = len(ids)
+    del ids, text
+    shutil.rmtree(out / "read", ignore_errors=True)
+    files = sorted(p.name for p in out.glob("train*.arrow"))
+    stats = FilterStats(n, int(drop[KEEP]), int(drop[EMPTY]), int(drop[TOO_LONG]), int(drop[RATIO]))
+    meta = {"format": FORMAT, "files": files, "stats": asdict(stats), "seconds": times,
+            "src_tokens": src_tokens, "tgt_tokens": tgt_tokens, "vocab": vocab,
+            "bytes": sum((out / f).stat().st_size for f in files), "workers": d.workers,
+            "lowercase": d.lowercase,
+            "subwords": sorted(p.name for p in out.glob("spm*.model"))}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    log.info(f"prepare: encoded and filtered in {times['encode+filter']:.1f} s; {stats.line()}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Opening
+
+@dataclass
+class PreparedCorpus:
+    path: Path
+    meta: dict
+    tokenizer: Tokenizer
+    src: IdColumn       # every pair read, memory-mapped
+    tgt: IdColumn
+    kept: np.ndarray    # rows kept by the filter, in corpus order
+    files: list[Path]   # the mapped Arrow files
+
+    @property
+    def stats(self) -> FilterStats:
+        return FilterStats(**self.meta["stats"])
+
+    def batcher(self, data: DataConfig, seed: int, rank: int = 0, world: int = 1,
+                pin: bool = False) -> BucketBatcher:
+        return BucketBatcher(self.src, self.tgt, data.batch_tokens, data.batch_size, seed,
+                             rank, world, rows=self.kept, pin=pin)
+
+    def summary(self) -> str:
+        m, sec = self.meta, self.meta["seconds"]
+        total = sum(sec.values())
+        stages = ", ".join(f"{k} {v:.1f} s" for k, v in sec.items())
+        return (f"prepared corpus: {self.path}\n{self.stats.line()}\n"
+                f"tokens: source {m['src_tokens']}, target {m['tgt_tokens']} (ids as "
+                f"{'uint16' if m['vocab'] <= 1 << 16 else 'int32'}); {m['bytes'] / 1e6:.1f} MB on "
+                f"disk in {len(m['files'])} Arrow file(s)\n"
+                f"prepare time: {stages}; {total:.1f} s in all, "
+                f"{m['stats']['total'] / max(total, 1e-9):,.0f} pairs/s with {m['workers']} "
+                f"worker(s)")
+
+
+def open_prepared(path: Path) -> PreparedCorpus:
+    """Map a prepared corpus (nothing is read into memory but lengths and filter decisions)."""
+    ds = corpus._datasets()
+    meta = json.loads((path / "meta.json").read_text())
+    files = [path / f for f in meta["files"]]
+    parts = [ds.Dataset.from_file(str(f)) for f in files]  # memory-mapped Arrow
+    table = (ds.concatenate_datasets(parts) if len(parts) > 1 else parts[0]).data
+    names = meta["subwords"]
+    protos = [(path / n).read_bytes() for n in names]
+    tok = Tokenizer(protos[0] if len(protos) == 1 else (path / "spm.src.model").read_bytes(),
+                    None if len(protos) == 1 else (path / "spm.tgt.model").read_bytes(),
+                    meta["lowercase"])
+    drop = table.column("drop").to_numpy()
+    return PreparedCorpus(path, meta, tok, IdColumn.from_arrow(table.column("src")),
+                          IdColumn.from_arrow(table.column("tgt")),
+                          np.flatnonzero(drop == KEEP), files)
+
+
+def prepared_corpus(cfg: Config, progress: bool = False,
+                    tokenizer: Optional[Tokenizer] = None) -> PreparedCorpus:
+    """Prepare on first use (one code path), then map. `tokenizer`: encode with these subword
+    models (a fine-tuned run reuses its parent's) instead of training new ones."""
+    path, _ = ensure_prepared(cfg, progress, tokenizer)
+    corpus_ = open_prepared(path)
+    if not corpus_.kept.size:
+        raise NmtError(f"the training set is empty after filtering ({corpus_.stats.line()}); "
+                       f"check 'data.max_len' and 'data.max_ratio'")
+    return corpus_

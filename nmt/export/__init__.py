@@ -1,0 +1,1 @@
+"""Exporters: turn an nmt checkpoint into another engine's model format (they sit beside the CLI)."""

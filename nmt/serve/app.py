@@ -1,0 +1,290 @@
+"""`nmt serve`: FastAPI routes and schemas over one `Translator` and its `Batcher`.
+
+    POST /v1/translate   {"text": [...], "beam", "nbest", "alignment", "attention_layer",
+                          "attention_head"} -> {"translations": [...], "model": {...}, "time_ms"}
+    GET  /v1/health      liveness, queue length, counters
+    GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits
+    GET  /               the page (static/index.html, app.js, style.css)
+
+Every error is a JSON body {"error": "..."} naming the field and what was expected: 400 for
+bodies that are not UTF-8 JSON, 413 for too many sentences or bytes, 422 for wrong types, unknown
+fields and values out of range, 503 (with Retry-After) when the queue is full, 504 past the
+timeout. The body is parsed here rather than by FastAPI so each of those messages is ours; the
+OpenAPI schema still documents it (openapi_extra).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from nmt.api import Translator
+from nmt.errors import NmtError
+from nmt.serve.batcher import Batcher, Options, QueueFull
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_batch_tokens: int = 2000      # padded source tokens per merged batch; 0 = no merging
+    max_wait_ms: float = 10.0         # how long the oldest request waits for company
+    queue: int = 256                  # requests waiting before 503
+    timeout_s: float = 60.0           # per request, queueing included, before 504
+    max_sentences: int = 64           # per request (413 beyond)
+    max_bytes: int = 256 * 1024       # request body (413 beyond)
+    max_beam: int = 16
+
+
+# ---------------------------------------------------------------------------------- schemas
+
+class TranslateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    text: list[str] = Field(min_length=1, description="sentences to translate (blank ones give "
+                            "empty translations)")
+    beam: Optional[int] = Field(None, ge=1, description="beam size, 1 = greedy (default: the "
+                                "checkpoint's decode.beam; at most the server's max_beam)")
+    nbest: int = Field(1, ge=1, description="hypotheses per sentence (<= beam)")
+    alignment: bool = Field(False, description="return the attention matrix of the best "
+                            "hypothesis (target pieces x source pieces)")
+    attention_layer: int = Field(-1, description="decoder layer of the reported attention "
+                                 "(transformer; -1 = last)")
+    attention_head: Optional[int] = Field(None, description="head of the reported attention "
+                                          "(transformer; null = mean over heads)")
+
+
+class NBestOut(BaseModel):
+    text: str
+    score: float
+
+
+class TranslationOut(BaseModel):
+    text: str
+    nbest: list[NBestOut]
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    alignment: Optional[list[list[float]]]
+    warnings: list[str]
+
+
+class ModelOut(BaseModel):
+    arch: str
+    parameters: int
+    src_vocab: int
+    tgt_vocab: int
+    step: int
+    valid_bleu: Optional[float]
+    checkpoint: str
+    attention_layers: int
+    attention_heads: int
+    max_input_tokens: int
+    default_beam: int
+    device: str
+    precision: str
+    limits: dict
+
+
+class TranslateResponse(BaseModel):
+    translations: list[TranslationOut]
+    model: ModelOut
+    time_ms: float
+
+
+class ErrorOut(BaseModel):
+    error: str
+
+
+# ---------------------------------------------------------------------------------- errors
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, headers: Optional[dict] = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+def _field_error(err: dict) -> str:
+    """One pydantic error as 'FIELD: what was expected'."""
+    where = ".".join(str(p) for p in err["loc"]) or "request body"
+    if err["type"] == "extra_forbidden":
+        known = ", ".join(TranslateRequest.model_fields)
+        return f"{where}: unknown field (expected one of {known})"
+    if err["type"] == "missing":
+        return f"{where}: required field missing"
+    if err["type"] == "too_short":
+        return f"{where}: expected a non-empty list of sentences, got []"
+    got = json.dumps(err.get("input"), ensure_ascii=False)
+    got = got if len(got) <= 60 else got[:57] + "..."
+    return f"{where}: {err['msg'][0].lower()}{err['msg'][1:]}, got {got}"
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused (413) as soon as it passes `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body: {declared} bytes, the limit is {limit}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, f"request body: more than {limit} bytes, the limit is {limit}")
+    return bytes(body)
+
+
+def parse_request(raw: bytes, translator: Translator, limits: Limits
+                  ) -> tuple[list[str], Options]:
+    """Bytes -> (texts, options), or the ApiError that names what is wrong."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ApiError(400, f"request body: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
+                            f"offset {e.start}); send JSON encoded as UTF-8") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ApiError(400, f"request body: invalid JSON ({e.msg} at line {e.lineno} column "
+                            f"{e.colno}); expected an object like {{\"text\": [\"...\"]}}") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, f"request body: expected a JSON object like {{\"text\": [\"...\"]}}, "
+                            f"got {type(data).__name__}")
+    if isinstance(data.get("text"), list) and len(data["text"]) > limits.max_sentences:
+        raise ApiError(413, f"text: {len(data['text'])} sentences, the limit is "
+                            f"{limits.max_sentences} per request")
+    try:
+        req = TranslateRequest.model_validate(data)
+    except ValidationError as e:
+        raise ApiError(422, _field_error(e.errors()[0])) from None
+    for i, t in enumerate(req.text):
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(422, f"text.{i}: not valid Unicode (a lone surrogate escape)") from None
+    info = translator.info
+    beam = info.default_beam if req.beam is None else req.beam
+    if beam > limits.max_beam:
+        raise ApiError(422, f"beam: expected at most {limits.max_beam}, got {beam}")
+    if req.nbest > beam:
+        raise ApiError(422, f"nbest: expected at most the beam ({beam}), got {req.nbest}")
+    layers, heads = info.attention_layers, info.attention_heads
+    if not -layers <= req.attention_layer < layers:
+        raise ApiError(422, f"attention_layer: expected -{layers}..{layers - 1} (the model has "
+                            f"{layers} decoder layer(s)), got {req.attention_layer}")
+    if req.attention_head is not None and not 0 <= req.attention_head < heads:
+        raise ApiError(422, f"attention_head: expected 0..{heads - 1} or null for the mean (the "
+                            f"model has {heads} head(s)), got {req.attention_head}")
+    return req.text, Options(beam, req.nbest, req.alignment, req.attention_layer,
+                             req.attention_head)
+
+
+def _error(status: int, message: str, headers: Optional[dict] = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, e: ApiError) -> JSONResponse:
+        return _error(e.status, e.message, e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
+        return _error(422, _field_error(e.errors()[0]))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        return _error(e.status_code, str(e.detail), getattr(e, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def bug(_: Request, e: Exception) -> JSONResponse:
+        return _error(500, f"internal error ({type(e).__name__}); the server log has the details")
+
+
+# ---------------------------------------------------------------------------------- the app
+
+async def _wait(request: Request, future, timeout: float):
+    """The batcher's answer; None if the client went away (the job is cancelled then)."""
+    answer = asyncio.wrap_future(future)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({answer, gone}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if answer in done:
+        return answer.result()
+    answer.cancel()                       # queued: skipped by the worker; running: discarded
+    if gone in done:
+        return None
+    raise ApiError(504, f"timeout: no answer within {timeout:g} s (the server is busy; retry, "
+                        f"send fewer sentences, or start it with a larger --timeout)")
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
+    batcher = Batcher(translator, limits.max_batch_tokens, limits.max_wait_ms, limits.queue)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        batcher.start()
+        yield
+        batcher.stop()
+
+    app = FastAPI(title="nmt", version=__import__("nmt").__version__, lifespan=lifespan,
+                  description="Neural machine translation with the attention shown: "
+                  "POST /v1/translate, GET /v1/model, GET /v1/health, and the page at /.")
+    app.state.batcher, app.state.translator = batcher, translator
+    _install_error_handlers(app)
+    model = ModelOut(**asdict(translator.info), device=str(translator.device),
+                     precision=translator.precision,
+                     limits={k: v for k, v in asdict(limits).items()})
+    errors = {s: {"model": ErrorOut} for s in (400, 413, 422, 503, 504)}
+
+    @app.post("/v1/translate", response_model=TranslateResponse, responses=errors,
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": TranslateRequest.model_json_schema()}}}})
+    async def translate(request: Request):
+        start = time.perf_counter()
+        texts, options = parse_request(await _read_body(request, limits.max_bytes), translator,
+                                       limits)
+        try:
+            future = batcher.submit(texts, options)
+        except QueueFull as e:
+            raise ApiError(503, str(e), {"Retry-After": str(e.retry_after)}) from None
+        try:
+            results = await _wait(request, future, limits.timeout_s)
+        except NmtError as e:
+            raise ApiError(422, str(e)) from None
+        if results is None:
+            return _error(499, "client closed the request")
+        return {"translations": [asdict(r) for r in results], "model": model,
+                "time_ms": round((time.perf_counter() - start) * 1000, 2)}
+
+    @app.get("/v1/health")
+    async def health():
+        body = {"status": "ok" if batcher.alive else "down", "queued": batcher.queued(),
+                **asdict(batcher.stats)}
+        return JSONResponse(body, status_code=200 if batcher.alive else 503)
+
+    @app.get("/v1/model", response_model=ModelOut)
+    async def model_info():
+        return model
+
+    @app.get("/", include_in_schema=False)
+    async def page():
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app

@@ -1,0 +1,198 @@
+"""Cross-request batching: one decoding thread owns the model and merges queued requests.
+
+Requests wait in a bounded queue. The worker takes the oldest, then, for at most `max_wait_ms`
+after it arrived, gathers later requests with the same decoding options until the batch reaches
+`max_batch_tokens` padded source tokens (the measure `decode.batch_tokens` uses), and decodes
+them as one list with `Translator.translate`. `max_batch_tokens=0` turns merging off: one request
+per decode, the way a per-model lock behaves. The model is touched by this thread only, so the
+attention view a request asks for (which mutates the model) is set and restored safely.
+
+A full queue raises `QueueFull` (the server answers 503 with Retry-After). A caller that gives up
+(timeout, disconnect) cancels its future, and a cancelled request is skipped before decoding.
+A batch that fails is retried request by request, so one bad request fails alone.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Optional
+
+from nmt.errors import NmtError
+
+log = logging.getLogger("nmt")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The decoding options of a request; only requests with equal options share a batch."""
+    beam: int
+    nbest: int = 1
+    alignment: bool = False
+    attention_layer: int = -1
+    attention_head: Optional[int] = None
+
+
+@dataclass
+class Job:
+    texts: list[str]
+    lengths: list[int]                 # source tokens per text (with EOS, after truncation)
+    options: Options
+    future: Future = field(default_factory=Future)
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+class QueueFull(Exception):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"the request queue is full; retry in {retry_after} s")
+        self.retry_after = retry_after
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    sentences: int = 0
+    batches: int = 0
+    cancelled: int = 0
+    failed: int = 0
+
+
+class Batcher:
+    def __init__(self, translator, max_batch_tokens: int, max_wait_ms: float,
+                 queue_size: int) -> None:
+        if max_batch_tokens < 0 or max_wait_ms < 0 or queue_size < 1:
+            raise NmtError(f"batcher needs max_batch_tokens >= 0, max_wait_ms >= 0 and "
+                           f"queue_size >= 1, got {max_batch_tokens}, {max_wait_ms}, {queue_size}")
+        self.translator = translator
+        self.max_batch_tokens, self.max_wait = max_batch_tokens, max_wait_ms / 1000
+        self.queue_size = queue_size
+        self.stats = Stats()
+        self._queue: deque[Job] = deque()
+        self._cv = threading.Condition()
+        self._stopping = False
+        self._seconds_per_sentence = 0.05            # running estimate, for Retry-After
+        self._thread = threading.Thread(target=self._run, name="nmt-decoder", daemon=True)
+
+    # -- the caller's side -----------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self._stopping
+
+    def queued(self) -> int:
+        """Requests waiting for the worker (those whose callers gave up not counted)."""
+        with self._cv:
+            self._drop_cancelled()
+            return len(self._queue)
+
+    def submit(self, texts: list[str], options: Options) -> Future:
+        """Queue a request; its future resolves to one TranslationResult per text."""
+        job = Job(texts, self.translator.source_lengths(texts), options)
+        with self._cv:
+            self._drop_cancelled()            # given up by their callers: no room taken
+            if len(self._queue) >= self.queue_size:
+                waiting = sum(len(j.texts) for j in self._queue)
+                raise QueueFull(max(1, math.ceil(waiting * self._seconds_per_sentence)))
+            self._queue.append(job)
+            self._cv.notify_all()
+        return job.future
+
+    # -- the worker's side -----------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            self._decode(batch)
+
+    def _next_batch(self) -> Optional[list[Job]]:
+        with self._cv:
+            while True:
+                self._drop_cancelled()
+                if self._queue:
+                    break
+                if self._stopping:
+                    return None
+                self._cv.wait()
+            first = self._queue[0]
+            if self.max_batch_tokens == 0:
+                return [self._queue.popleft()]
+            deadline = first.enqueued + self.max_wait
+            while True:
+                batch, full = self._pick(first.options)
+                left = deadline - time.monotonic()
+                if full or left <= 0 or self._stopping:
+                    break
+                self._cv.wait(left)
+            for job in batch:
+                self._queue.remove(job)
+            return batch
+
+    def _drop_cancelled(self) -> None:
+        """Forget queued requests whose callers gave up (call with the lock held)."""
+        if any(j.future.cancelled() for j in self._queue):
+            kept = deque(j for j in self._queue if not j.future.cancelled())
+            self.stats.cancelled += len(self._queue) - len(kept)
+            self._queue = kept
+
+    def _pick(self, options: Options) -> tuple[list[Job], bool]:
+        """Queued jobs with these options, oldest first, within the token budget; and whether
+        the budget is reached (no point waiting longer)."""
+        batch: list[Job] = []
+        n, longest = 0, 0
+        for job in self._queue:
+            if job.options != options or job.future.cancelled():
+                continue
+            n2, longest2 = n + len(job.texts), max([longest, *job.lengths])
+            if batch and n2 * longest2 > self.max_batch_tokens:
+                return batch, True
+            batch.append(job)
+            n, longest = n2, longest2
+        return batch, n * longest >= self.max_batch_tokens
+
+    def _decode(self, batch: list[Job]) -> None:
+        live = [j for j in batch if j.future.set_running_or_notify_cancel()]
+        self.stats.cancelled += len(batch) - len(live)
+        if live:
+            self._translate(live)
+
+    def _translate(self, jobs: list[Job]) -> None:
+        o = jobs[0].options
+        texts = [t for j in jobs for t in j.texts]
+        start = time.monotonic()
+        try:
+            results = self.translator.translate(
+                texts, beam=o.beam, nbest=o.nbest, alignment=o.alignment,
+                attention_layer=o.attention_layer, attention_head=o.attention_head,
+                batch_tokens=self.max_batch_tokens or None)
+        except Exception as e:  # noqa: BLE001 -- the worker must outlive any one request
+            if len(jobs) > 1:                     # find the culprit; the others still succeed
+                for j in jobs:
+                    self._translate([j])
+                return
+            if not isinstance(e, NmtError):
+                log.exception("decoding a request failed")
+            self.stats.failed += 1
+            jobs[0].future.set_exception(e)
+            return
+        per = (time.monotonic() - start) / max(1, len(texts))
+        self._seconds_per_sentence = 0.8 * self._seconds_per_sentence + 0.2 * per
+        self.stats.batches += 1
+        self.stats.requests += len(jobs)
+        self.stats.sentences += len(texts)
+        at = 0
+        for j in jobs:
+            j.future.set_result(results[at:at + len(j.texts)])
+            at += len(j.texts)

@@ -1,0 +1,120 @@
+"""The Python API: `Translator.load(...).translate(...)` gives `nmt translate`'s text, with n-best,
+pieces, alignments and warnings as typed fields."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nmt import Translator
+from nmt.api import Hypothesis, TranslationResult
+from nmt.cli import main
+from nmt.errors import NmtError
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_transformer_run: Path) -> Translator:
+    return Translator.load(tiny_transformer_run)
+
+
+@pytest.fixture(scope="module")
+def sources(tiny_transformer_run: Path) -> list[str]:
+    corpus = tiny_transformer_run.parent / "corpus"
+    return (corpus / "test.src").read_text("utf-8").splitlines()[:8]
+
+
+def cli_translate(run: Path, texts: list[str], tmp_path: Path, *args: str) -> list[str]:
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("".join(t + "\n" for t in texts), "utf-8")
+    assert main(["translate", str(run), "-i", str(src), "-o", str(out), *args]) == 0
+    return out.read_text("utf-8").splitlines()
+
+
+def test_text_equals_nmt_translate(translator, tiny_transformer_run, sources, tmp_path):
+    results = translator.translate(sources)
+    assert all(isinstance(r, TranslationResult) for r in results)
+    assert [r.text for r in results] == cli_translate(tiny_transformer_run, sources, tmp_path)
+
+
+def test_beam_and_nbest_equal_nmt_translate(translator, tiny_transformer_run, sources,
+                                            tmp_path):
+    results = translator.translate(sources, beam=3, nbest=2)
+    lines = cli_translate(tiny_transformer_run, sources, tmp_path, "--beam", "3", "--nbest", "2")
+    ours = [f"{i} ||| {h.text} ||| {h.score:.4f}" for i, r in enumerate(results) for h in r.nbest]
+    assert ours == lines
+    for r in results:
+        assert all(isinstance(h, Hypothesis) for h in r.nbest)
+        assert r.text == r.nbest[0].text and r.nbest[0].score >= r.nbest[-1].score
+
+
+def test_greedy_equals_nmt_translate_beam_1(translator, tiny_transformer_run, sources, tmp_path):
+    assert [r.text for r in translator.translate(sources, beam=1)] == cli_translate(
+        tiny_transformer_run, sources, tmp_path, "--beam", "1")
+
+
+def test_alignment_has_a_row_per_target_piece_over_the_source_pieces(translator, sources):
+    (r,) = translator.translate(sources[:1], alignment=True)
+    assert r.src_pieces[-1] == "</s>" and r.tgt_pieces[-1] == "</s>"
+    assert len(r.alignment) == len(r.tgt_pieces)
+    assert all(len(row) == len(r.src_pieces) for row in r.alignment)
+    assert all(abs(sum(row) - 1) < 1e-2 for row in r.alignment)   # attention weights sum to 1
+    assert translator.translate(sources[:1])[0].alignment is None
+
+
+def test_attention_view_is_per_call_and_leaves_the_model_as_it_was(translator, sources):
+    mean = translator.translate(sources[:1], alignment=True)[0].alignment
+    head0 = translator.translate(sources[:1], alignment=True, attention_layer=0,
+                                 attention_head=0)[0].alignment
+    assert head0 != mean
+    assert (translator.model.attn_layer, translator.model.attn_head) == (-1, None)
+    assert translator.translate(sources[:1], alignment=True)[0].alignment == mean
+
+
+def test_overlong_input_is_truncated_with_a_warning_not_dropped(translator, tiny_transformer_run,
+                                                                sources, tmp_path):
+    cap = translator.info.max_input_tokens
+    long = " ".join([sources[0]] * 10)
+    short, trunc = translator.translate([sources[1], long], alignment=True)
+    assert short.warnings == []
+    assert trunc.warnings and f"truncated to the first {cap}" in trunc.warnings[0]
+    assert len(trunc.src_pieces) == cap + 1 and trunc.text
+    assert trunc.text == cli_translate(tiny_transformer_run, [long], tmp_path)[0]
+
+
+def test_blank_input_gives_an_empty_result(translator):
+    (r,) = translator.translate(["   "], nbest=2)
+    assert r.text == "" and [h.text for h in r.nbest] == ["", ""]
+    assert r.tgt_pieces == [] and r.alignment is None
+
+
+def test_checkpoint_file_loads_like_its_run(translator, tiny_transformer_run, sources):
+    other = Translator.load(tiny_transformer_run / "best.pt")
+    assert [r.text for r in other.translate(sources)] == \
+        [r.text for r in translator.translate(sources)]
+
+
+def test_model_info_describes_the_checkpoint(translator):
+    info = translator.info
+    assert info.arch == "transformer" and info.parameters == translator.model.num_parameters()
+    assert (info.attention_layers, info.attention_heads) == (2, 2)
+    assert info.step == 40 and info.valid_bleu is not None
+    assert info.src_vocab == translator.tok.src_vocab_size
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"beam": 2, "nbest": 3}, "nbest must be between 1 and the beam (2)"),
+    ({"alignment": True, "attention_layer": 5}, "out of range: the model has 2 decoder layer"),
+    ({"alignment": True, "attention_head": 2}, "out of range: the model has 2 head"),
+])
+def test_bad_options_are_nmt_errors(translator, kwargs, message):
+    with pytest.raises(NmtError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        translator.translate(["le"], **kwargs)
+
+
+def test_bad_load_arguments_are_nmt_errors(tmp_path, tiny_transformer_run):
+    with pytest.raises(NmtError, match="no such checkpoint"):
+        Translator.load(tmp_path / "nothing")
+    with pytest.raises(NmtError, match="precision must be one of"):
+        Translator.load(tiny_transformer_run, precision="int4")
+    with pytest.raises(NmtError, match="fp16 needs a CUDA device"):
+        Translator.load(tiny_transformer_run, precision="fp16")

@@ -1,0 +1,127 @@
+"""The page of `nmt serve` in a real browser: headless Debian chromium driven by Playwright
+against a real `nmt serve` process. Type a sentence, click Translate: the text shown equals
+`nmt translate`'s and the heatmap has one row per target piece. Skips without playwright or
+/usr/bin/chromium (CI installs both: see .ci/run)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ROOT = Path(__file__).resolve().parents[1]
+
+if not CHROMIUM.is_file():
+    pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url: str, body: dict | None = None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def server(tiny_transformer_run: Path):
+    """`nmt serve RUN --port P` as a user starts it; its base URL once /v1/health answers."""
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", str(tiny_transformer_run),
+                             "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if get_json(f"{url}/v1/health")["status"] == "ok":
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"nmt serve did not come up:\n{proc.stdout.read()}")
+        time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+def nmt_translate(run: Path, text: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "nmt", "translate", str(run)], input=text + "\n",
+                         capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    return out.stdout.rstrip("\n")
+
+
+def translate_on_page(page, url: str, sentence: str) -> None:
+    page.goto(url + "/")
+    page.wait_for_function("document.querySelector('#beam').options.length > 0")
+    page.fill("#source", sentence)
+    page.click("#translate")
+    page.wait_for_selector("#translations li .text")
+    page.wait_for_selector("#heatmap tbody tr")
+
+
+def test_page_shows_nmt_translates_text_and_a_heatmap_row_per_target_piece(
+        server, browser, tiny_transformer_run):
+    sentence = (tiny_transformer_run.parent / "corpus" / "test.src").read_text().splitlines()[0]
+    page = browser.new_page()
+    translate_on_page(page, server, sentence)
+    shown = page.inner_text("#translations li .text")
+    assert shown == nmt_translate(tiny_transformer_run, sentence)
+
+    (t,) = get_json(f"{server}/v1/translate", {"text": [sentence], "alignment": True}
+                    )["translations"]
+    rows = page.locator("#heatmap tbody tr")
+    assert rows.count() == len(t["tgt_pieces"])
+    assert page.locator("#heatmap tbody th").all_inner_texts() == t["tgt_pieces"]
+    assert page.locator("#heatmap thead th").count() == len(t["src_pieces"]) + 1
+
+    page.hover("#heatmap tbody tr:nth-child(1) td:nth-of-type(1)")
+    assert "←" in page.inner_text("#cell-info")
+
+    first_row = page.locator("#heatmap tbody tr:nth-child(1) td").evaluate_all(
+        "cells => cells.map(c => c.dataset.weight)")
+    page.select_option("#head", "0")               # another head: same rows, other weights
+    page.wait_for_function(f"JSON.stringify([...document.querySelectorAll("
+                           f"'#heatmap tbody tr:nth-child(1) td')].map(c => c.dataset.weight))"
+                           f" !== {json.dumps(json.dumps(first_row))}")
+    assert rows.count() == len(t["tgt_pieces"])
+    page.close()
+
+
+def test_page_reads_on_a_phone_width_screen(server, browser, tiny_transformer_run):
+    sentence = (tiny_transformer_run.parent / "corpus" / "test.src").read_text().splitlines()[1]
+    page = browser.new_page(viewport={"width": 375, "height": 740})
+    translate_on_page(page, server, sentence)
+    # Nothing wider than the screen but the heatmap, which scrolls inside its own box.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    assert page.locator("#translate").is_visible()
+    page.close()

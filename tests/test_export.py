@@ -1,0 +1,135 @@
+"""CTranslate2 export: the exported model translates like `nmt translate`, for every Transformer
+variant; RNNs and existing directories are refused with one line."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import yaml
+
+from nmt import pipeline
+from nmt.checkpoint import load_model
+from nmt.cli import main
+from nmt.config import load_config
+from nmt.data.corpus import load_split
+from nmt.translate import translate_texts
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+from nmt.export.ctranslate2 import export_ctranslate2, translate_ct2  # noqa: E402
+
+TRANSFORMER = {"arch": "transformer", "d_model": 64, "heads": 4, "ff": 128, "layers": 2,
+               "dropout": 0.0, "tie_embeddings": True}
+
+
+def train_run(tmp: Path, steps: int, model: dict | None = None, vocab: dict | None = None,
+              arch: str = "transformer") -> Path:
+    cfg = {"data": {"source": "synthetic", "batch_tokens": 600,
+                    "synthetic": {"train": 1500, "valid": 40, "test": 200, "lexicon": 40,
+                                  "max_words": 14, "seed": 3}},
+           "vocab": vocab or {"type": "word", "size": 200},
+           "model": model or TRANSFORMER,
+           "train": {"run_dir": str(tmp / "run"), "max_steps": steps, "lr": 0.003,
+                     "log_every": 50, "valid_every": 10000, "progress": False, "seed": 7,
+                     "threads": 1},
+           "decode": {"beam": 5, "max_len_a": 1.2, "max_len_b": 5}}
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
+    return pipeline.train(load_config(tmp / "c.yaml")).run
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A small Transformer trained long enough to translate the toy corpus reasonably."""
+    return train_run(tmp_path_factory.mktemp("export"), steps=160)
+
+
+def both_engines(run: Path, ct2_dir: Path, beam: int, n: int = 200, **decode):
+    cfg, model, tok, _ = load_model(run)
+    for k, v in decode.items():
+        setattr(cfg.decode, k, v)
+    src, ref = load_split(cfg.data, "test")
+    src, ref = src[:n], ref[:n]
+    ours = [t.text for t in translate_texts(model, tok, src, cfg.decode, beam=beam)]
+    translator = ctranslate2.Translator(str(ct2_dir), device="cpu", intra_threads=1)
+    return ours, translate_ct2(translator, tok, src, cfg.decode, beam=beam), ref
+
+
+def same_share(a: list[str], b: list[str]) -> float:
+    return sum(x == y for x, y in zip(a, b)) / len(a)
+
+
+def test_exported_model_translates_like_nmt_greedy_and_beam(trained, tmp_path):
+    out = tmp_path / "ct2"
+    assert main(["export", str(trained), "--format", "ctranslate2", "-o", str(out)]) == 0
+    for name in ("model.bin", "config.json", "shared_vocabulary.json", "spm.model",
+                 "nmt_export.json"):
+        assert (out / name).is_file(), name
+    assert json.loads((out / "nmt_export.json").read_text())["decode"]["max_len_a"] == 1.2
+
+    ours, theirs, ref = both_engines(trained, out, beam=1)
+    assert sacrebleu.corpus_bleu(ours, [ref]).score > 20  # a model worth comparing
+    assert same_share(ours, theirs) >= 0.98
+    # Beam 5 ranked by the plain sum of log-probs: the two engines' length penalties differ
+    # (GNMT ((5 + len) / 6) ** alpha here, len ** alpha in CTranslate2), so alpha is 0.
+    ours, theirs, ref = both_engines(trained, out, beam=5, alpha=0.0)
+    bleu = [sacrebleu.corpus_bleu(h, [ref]).score for h in (ours, theirs)]
+    assert abs(bleu[0] - bleu[1]) <= 0.3, bleu
+
+
+def test_both_engines_stop_at_the_same_per_sentence_limit(trained, tmp_path):
+    out = export_ctranslate2(trained, tmp_path / "ct2")
+    ours, theirs, _ = both_engines(trained, out, beam=1, n=80, max_len_a=0.4, max_len_b=1)
+    assert any(len(h.split()) < len(r.split()) for h, r in zip(ours, _))  # limits did bite
+    assert same_share(ours, theirs) >= 0.98
+
+
+@pytest.mark.parametrize("variant", [
+    {"norm": "post", "positions": "learned"},
+    {"norm": "pre", "tie_embeddings": False, "tie_output": False},
+    {"norm": "post", "tie_embeddings": False, "separate": True},
+])
+def test_every_transformer_variant_exports_exactly(tmp_path, variant):
+    variant = dict(variant)
+    vocab = {"type": "word", "size": 200}
+    if variant.pop("separate", False):
+        vocab["joint"] = False
+    run = train_run(tmp_path, steps=10, model={**TRANSFORMER, **variant}, vocab=vocab)
+    out = export_ctranslate2(run, tmp_path / "ct2")
+    if not vocab.get("joint", True):
+        for name in ("source_vocabulary.json", "target_vocabulary.json", "spm.src.model",
+                     "spm.tgt.model"):
+            assert (out / name).is_file(), name
+    ours, theirs, _ = both_engines(run, out, beam=1, n=60)
+    assert same_share(ours, theirs) >= 0.98
+
+
+def test_int8_export_translates_close_to_float(trained, tmp_path):
+    out = export_ctranslate2(trained, tmp_path / "ct2", quantization="int8")
+    ours, theirs, ref = both_engines(trained, out, beam=1, n=100)
+    bleu = [sacrebleu.corpus_bleu(h, [ref]).score for h in (ours, theirs)]
+    assert abs(bleu[0] - bleu[1]) <= 2.0, bleu
+
+
+def test_rnn_models_cannot_be_exported(tmp_path, capsys):
+    run = train_run(tmp_path, steps=2, model={"arch": "rnnsearch", "emb_size": 16,
+                                              "hidden_size": 16})
+    capsys.readouterr()
+    code = main(["export", str(run), "--format", "ctranslate2", "-o", str(tmp_path / "ct2")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "rnnsearch" in err and "no RNN decoder" in err
+    assert not (tmp_path / "ct2").exists()
+
+
+def test_existing_output_directory_is_kept_without_overwrite(trained, tmp_path, capsys):
+    out = tmp_path / "ct2"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    args = ["export", str(trained), "--format", "ctranslate2", "-o", str(out)]
+    assert main(args) == 2
+    assert "--overwrite" in capsys.readouterr().err and (out / "mine.txt").is_file()
+    assert main(args + ["--overwrite"]) == 0
+    assert (out / "model.bin").is_file() and not (out / "mine.txt").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["ct2"]  # no temporary directory left

@@ -1,0 +1,75 @@
+"""int8 inference: every architecture's quantized logits stay close to fp32, a trained model
+translates (nearly) the same, and --int8 off the CPU is a one-line error."""
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from nmt import pipeline
+from nmt.checkpoint import load_model
+from nmt.cli import main
+from nmt.config import load_config
+from nmt.data.corpus import load_split
+from nmt.models import build_model
+from nmt.models.quantize import quantize_int8
+from nmt.translate import translate_texts
+from tests.conftest import make_config
+
+MODELS = {
+    "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},
+    "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},
+    "transformer": {"arch": "transformer", "d_model": 64, "heads": 4, "ff": 128, "layers": 2},
+}
+
+
+@pytest.mark.parametrize("arch", sorted(MODELS))
+def test_int8_logits_are_close_to_fp32_for_every_architecture(arch):
+    torch.manual_seed(0)
+    cfg = make_config(data={"source": "synthetic"}, model=MODELS[arch])
+    model = build_model(cfg.model, 50, 50).eval()
+    q = quantize_int8(model)
+    kinds = {m._get_name() for m in q.modules()}
+    assert "DynamicQuantizedLinear" in kinds and not any(type(m) is torch.nn.Linear
+                                                          for m in q.modules())
+    src = torch.randint(4, 50, (3, 9))
+    mask = torch.ones_like(src, dtype=torch.bool)
+    tgt = torch.randint(4, 50, (3, 7))
+    with torch.inference_mode():
+        ref, got = model(src, mask, tgt), q(src, mask, tgt)
+    assert not torch.equal(ref, got)  # the int8 model is a different computation
+    assert (got - ref).abs().max() <= 0.05 * ref.abs().max()
+    assert any(type(m) is torch.nn.Linear for m in model.modules())  # the original is untouched
+
+
+def test_int8_translations_of_a_trained_model_match_fp32(tmp_path, capsys):
+    cfg = {"data": {"source": "synthetic", "batch_tokens": 600,
+                    "synthetic": {"train": 1000, "valid": 40, "test": 100, "lexicon": 30,
+                                  "max_words": 12, "seed": 3}},
+           "vocab": {"type": "word", "size": 200},
+           "model": {**MODELS["transformer"], "dropout": 0.0, "tie_embeddings": True},
+           "train": {"run_dir": str(tmp_path / "run"), "max_steps": 80, "lr": 0.003,
+                     "valid_every": 10000, "progress": False, "seed": 7, "threads": 1},
+           "decode": {"beam": 1}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    run = pipeline.train(load_config(tmp_path / "c.yaml")).run
+    c, model, tok, _ = load_model(run)
+    src, _ = load_split(c.data, "test")
+    fp32 = [t.text for t in translate_texts(model, tok, src, c.decode)]
+    int8 = [t.text for t in translate_texts(quantize_int8(model), tok, src, c.decode)]
+    assert sum(a == b for a, b in zip(fp32, int8)) >= 0.9 * len(src)
+
+    inp = tmp_path / "in.txt"
+    inp.write_text("\n".join(src[:5]) + "\n")
+    capsys.readouterr()
+    assert main(["translate", str(run), "-i", str(inp), "--int8"]) == 0
+    assert capsys.readouterr().out.splitlines() == int8[:5]
+    assert main(["evaluate", str(run), "--int8", "--beam", "1"]) == 0
+    assert (run / "eval_test_beam1_int8" / "scores.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_int8_on_cuda_is_a_one_line_error(tmp_path, capsys, command):
+    code = main([command, str(tmp_path / "no-run"), "--int8", "--device", "cuda"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--int8 runs on the CPU only" in err
