@@ -57,7 +57,7 @@ def run_nmt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 
 
 def run_in_terminal(args: list[str], typed: list[str], streams: tuple[str, ...],
-                    timeout: float = 120) -> tuple[int, str]:
+                    timeout: float = 300) -> tuple[int, str]:
     """Run `nmt ARGS` with the named streams on a pseudo-terminal, type each of `typed` after
     the previous output settles, and return (exit code, everything the terminal showed)."""
     master, slave = pty.openpty()
