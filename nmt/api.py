@@ -23,6 +23,7 @@ from nmt.config import Config
 from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
+from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.translate import translate_texts
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -79,16 +80,20 @@ class Translator:
 
     @classmethod
     def load(cls, run_or_checkpoint: str | Path, device: str = "cpu",
-             precision: str = "fp32") -> "Translator":
+             precision: str = "fp32", int8: bool = False) -> "Translator":
         """A run directory (its best checkpoint) or a checkpoint file; `precision` is the
-        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only). int8 (issue 17's
-        quantisation) would be applied here, to the loaded model, so serve gets it for free."""
+        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only); `int8`: dynamic
+        int8 quantization of the linear layers (CPU only), as `nmt translate --int8`."""
         device = str(device)
+        if int8:
+            check_int8_device(device)  # before loading anything
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise NmtError(f"device {device!r} asked for, but no CUDA device is available")
         if precision == "fp16" and not device.startswith("cuda"):
             raise NmtError("precision fp16 needs a CUDA device (use bf16 on CPU)")
         cfg, model, tok, meta = load_model(run_or_checkpoint, device)
+        if int8:
+            model = quantize_int8(model)
         return cls(cfg, model, tok, meta, device, precision)
 
     def source_lengths(self, texts: list[str]) -> list[int]:

@@ -168,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     sv.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
                     help="decoding precision (default: fp32)")
+    sv.add_argument("--int8", action="store_true",
+                    help="dynamic int8 quantization of the linear layers (CPU only)")
     return ap
 
 
@@ -348,7 +350,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     if a.max_wait_ms < 0 or a.timeout <= 0:
         raise NmtError("--max-wait-ms must be >= 0 and --timeout > 0")
     pipeline.setup_logging()
-    translator = Translator.load(a.checkpoint, device=a.device, precision=a.precision)
+    translator = Translator.load(a.checkpoint, device=a.device, precision=a.precision,
+                                 int8=a.int8)
     limits = Limits(max_batch_tokens=a.max_batch_tokens, max_wait_ms=a.max_wait_ms,
                     queue=a.queue, timeout_s=a.timeout)
     print(f"nmt serve: {translator.info.checkpoint} on http://{a.host}:{a.port}/", file=sys.stderr)

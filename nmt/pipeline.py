@@ -91,6 +91,10 @@ def _resume_checkpoint(cfg: Config) -> Path:
                                f"{run} (data, vocab and model must stay as they were)")
         for key in FIXED_TRAIN_KEYS:
             was, now = getattr(old.train, key), getattr(cfg.train, key)
+            if key == "precision" and "auto" in (was, now):
+                # auto and what it means on this machine are the same run
+                dev = resolve_device(cfg.train)
+                was, now = resolve_precision(was, dev), resolve_precision(now, dev)
             if was != now:
                 raise NmtError(f"--resume: 'train.{key}' is {now!r} but the run in {run} used "
                                f"{was!r}; it cannot change when resuming")

@@ -9,7 +9,8 @@ process tree, sampled for the summed RSS (and PSS) of the processes that do the 
   - one optimiser step (`nmt train --set train.max_steps=1`) on the prepared whole corpus and on
     its first 100k pairs: wall time from the command's start, peak RSS and the difference;
   - the same step under a 2-process `torchrun` (gloo): both ranks' RSS together against one rank.
-The machine is shared: only ratios taken in the same run compare. lscpu and load are recorded.
+The machine is shared: only ratios taken in the same run compare, and CPU seconds (the command
+and its reaped workers) say more than wall time under load. lscpu and load are recorded.
 
     python scripts/benchmark_data.py --corpus /tmp/c2m --baseline /work/main --out bench.json
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -77,6 +79,7 @@ def measure(cmd: list[str], cwd: Path, skip: tuple[str, ...] = (), env: dict | N
             log: Path | None = None) -> dict:
     """Run `cmd`; peak summed RSS/PSS of its python processes (minus `skip` ones) and wall time."""
     start = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = open(log, "w") if log else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                             env={**os.environ, **(env or {})})
@@ -92,9 +95,11 @@ def measure(cmd: list[str], cwd: Path, skip: tuple[str, ...] = (), env: dict | N
         peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
         time.sleep(0.1)
     wall = time.perf_counter() - start
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the command and its reaped workers
+    cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak_rss / 2**20, 1),
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_mb": round(peak_rss / 2**20, 1),
             "peak_pss_mb": round(peak_pss / 2**20, 1),
             "largest_process_rss_mb": round(max(per_proc_peak.values(), default=0) / 2**20, 1),
             "command": " ".join(cmd)}
@@ -168,13 +173,14 @@ def main() -> None:
     own = [f"data.prepared_dir={prep}", f"data.workers={a.workers}"]
     if "ratio" not in skip:
         shutil.rmtree(prep, ignore_errors=True)
-        if a.baseline:
+        if a.baseline and "old" not in skip:
             base_py = str(a.baseline / ".venv" / "bin" / "python")
             old = stage("old_dry_run_small", nmt_cmd(base_py, ["train"], small, []) + ["--dry-run"],
                         cwd=a.baseline, env={"PYTHONPATH": str(a.baseline)})
         new = stage("new_prepare_small", nmt_cmd(py, ["prepare"], small, own))
-        if a.baseline:
+        if a.baseline and "old" not in skip:
             res["ratio_pairs_per_s"] = round(old["wall_s"] / new["wall_s"], 2)
+            res["ratio_cpu_s"] = round(old["cpu_s"] / new["cpu_s"], 2)
         save()
     if "all" not in skip:
         stage("new_prepare_all", nmt_cmd(py, ["prepare"], a.corpus, own))

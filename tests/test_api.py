@@ -118,3 +118,14 @@ def test_bad_load_arguments_are_nmt_errors(tmp_path, tiny_transformer_run):
         Translator.load(tiny_transformer_run, precision="int4")
     with pytest.raises(NmtError, match="fp16 needs a CUDA device"):
         Translator.load(tiny_transformer_run, precision="fp16")
+
+
+def test_int8_translator_equals_nmt_translate_int8(tiny_transformer_run, sources, tmp_path):
+    int8 = Translator.load(tiny_transformer_run, int8=True)
+    got = [r.text for r in int8.translate(sources, beam=2)]
+    assert got == cli_translate(tiny_transformer_run, sources, tmp_path, "--beam", "2", "--int8")
+
+
+def test_int8_off_the_cpu_is_refused_before_loading(tmp_path):
+    with pytest.raises(NmtError, match="--int8 runs on the CPU only"):
+        Translator.load(tmp_path / "no-such-run", device="cuda", int8=True)

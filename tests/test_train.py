@@ -111,6 +111,20 @@ def test_resume_refuses_settings_that_would_change_the_continued_run(tmp_path):
     assert load_checkpoint(step_checkpoints(result.run)[-1])["step"] == 5
 
 
+def test_resume_accepts_auto_precision_where_it_means_the_run_precision(tmp_path, monkeypatch):
+    import nmt.precision as precision
+
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))  # auto = fp32
+    cfg = write_config(tmp_path, "transformer", max_steps=2, precision="fp32", device="cpu")
+    pipeline.train(load_config(cfg))  # a run from before `auto` was the default
+    result = pipeline.train(load_config(cfg, ["train.precision=auto", "train.max_steps=3"]),
+                            resume=True)
+    assert load_checkpoint(step_checkpoints(result.run)[-1])["step"] == 3
+    with pytest.raises(NmtError, match="'train.precision' is 'bf16'"):
+        pipeline.train(load_config(cfg, ["train.precision=bf16", "train.max_steps=4"]),
+                       resume=True)
+
+
 def test_resume_of_a_finished_run_trains_no_extra_step(tmp_path):
     cfg = write_config(tmp_path, "transformer", max_steps=4)
     pipeline.train(load_config(cfg))

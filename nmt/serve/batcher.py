@@ -1,9 +1,9 @@
 """Cross-request batching: one decoding thread owns the model and merges queued requests.
 
 Requests wait in a bounded queue. The worker takes the oldest, then, for at most `max_wait_ms`
-after it arrived, gathers later requests with the same decoding options until the batch reaches
-`max_batch_tokens` padded source tokens (the measure `decode.batch_tokens` uses), and decodes
-them as one list with `Translator.translate`. `max_batch_tokens=0` turns merging off: one request
+after it arrived (or after the last batch was answered, if later), gathers later requests with
+the same decoding options until the batch reaches `max_batch_tokens` padded source tokens (the
+measure `decode.batch_tokens` uses), and decodes them as one list with `Translator.translate`. `max_batch_tokens=0` turns merging off: one request
 per decode, the way a per-model lock behaves. The model is touched by this thread only, so the
 attention view a request asks for (which mutates the model) is set and restored safely.
 
@@ -75,6 +75,7 @@ class Batcher:
         self._cv = threading.Condition()
         self._stopping = False
         self._seconds_per_sentence = 0.05            # running estimate, for Retry-After
+        self._last_done = 0.0                        # when the last batch was answered
         self._thread = threading.Thread(target=self._run, name="nmt-decoder", daemon=True)
 
     # -- the caller's side -----------------------------------------------------------------
@@ -129,7 +130,10 @@ class Batcher:
             first = self._queue[0]
             if self.max_batch_tokens == 0:
                 return [self._queue.popleft()]
-            deadline = first.enqueued + self.max_wait
+            # Wait from the later of the oldest arrival and the last answer: clients answered a
+            # moment ago are about to send again, and without this pause the batches settle
+            # into two alternating halves of the clients.
+            deadline = max(first.enqueued, self._last_done) + self.max_wait
             while True:
                 batch, full = self._pick(first.options)
                 left = deadline - time.monotonic()
@@ -167,6 +171,7 @@ class Batcher:
         self.stats.cancelled += len(batch) - len(live)
         if live:
             self._translate(live)
+        self._last_done = time.monotonic()
 
     def _translate(self, jobs: list[Job]) -> None:
         o = jobs[0].options
