@@ -1,7 +1,8 @@
 """`nmt` command line: train, evaluate, translate, compare, study, data.
 
 User mistakes (NmtError) and failures of the machine (OSError: disk full, permission denied) print
-one line `nmt: error: ...` and exit with code 2; only bugs show a traceback.
+one line `nmt: error: ...` and exit with code 2; only bugs show a traceback. A training run stopped
+by SIGINT/SIGTERM exits 128 + the signal number (130, 143), never 0: it is checkpointed, not done.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from nmt import __version__
 from nmt.errors import NmtError
 
 
@@ -96,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nmt", description="Neural machine translation from YAML configs: seq2seq, RNNsearch "
         "(Bahdanau attention) and Transformer, with BLEU by sentence length.",
         epilog="Run 'nmt COMMAND --help' for the options of each command.")
+    ap.add_argument("--version", action="version", version=f"nmt {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
 
     t = sub.add_parser("train", help="train a model from a YAML config",
@@ -138,12 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--comet-model", metavar="CKPT",
                    help="also score COMET with this local checkpoint (needs unbabel-comet "
                    "installed; nothing is downloaded)")
+    e.add_argument("--verbose", action="store_true",
+                   help="name the source words the vocabulary does not know, line by line")
     _decode_args(e)
 
     tr = sub.add_parser("translate", help="translate text with a checkpoint",
                         description="Translate lines from a file or stdin: one output line per "
                         "input line, in order; blank lines stay blank. With --nbest K > 1, each "
-                        "input gives K lines 'INDEX ||| HYPOTHESIS ||| SCORE'.")
+                        "input gives exactly K lines 'INDEX ||| HYPOTHESIS ||| SCORE' (INDEX "
+                        "counts input lines from 0; SCORE is the length-normalised log-"
+                        "probability, best first); a blank input is not decoded and gives K "
+                        "entries with an empty hypothesis and score 0.0000. Without -i on a "
+                        "terminal, translate is interactive: a '> ' prompt, line editing and "
+                        "history; Ctrl-D ends. Source words the vocabulary does not know are "
+                        "counted in one warning (--verbose: per line).")
     tr.add_argument("checkpoint", nargs="+", help="checkpoint file or run directory; several "
                     "are decoded as one ensemble")
     tr.add_argument("-i", "--input", help="input file (default: stdin)")
@@ -155,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--alignment", action="store_true",
                     help="write word alignments from attention: Pharaoh 'i-j' lines to "
                     "OUTPUT.align, soft alignments to OUTPUT.align.json (needs -o)")
+    tr.add_argument("--verbose", action="store_true",
+                    help="name the source words the vocabulary does not know, line by line")
     _decode_args(tr)
     _toolbox_parsers(sub)
 
@@ -206,17 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a config key, e.g. --set data.workers=4 (repeatable)")
 
     d = sub.add_parser("data", help="data utilities")
-    dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
-    syn = dsub.add_parser("synth", help="write the built-in synthetic corpus as text files")
-    syn.add_argument("--out", required=True, help="output directory")
-    syn.add_argument("--train", type=_positive, default=50000)
-    syn.add_argument("--valid", type=_positive, default=1000)
-    syn.add_argument("--test", type=_positive, default=3000)
-    syn.add_argument("--seed", type=int, default=1)
-    syn.add_argument("--lexicon", type=_positive, help="content words in the lexicon")
-    syn.add_argument("--src-lang", default="src")
-    syn.add_argument("--tgt-lang", default="tgt")
-
+    dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    _synth_args(dsub)
     sv = sub.add_parser("serve", help="HTTP translation server with a page showing the attention",
                         description="Serve a checkpoint or run directory over HTTP: POST "
                         "/v1/translate, GET /v1/model, GET /v1/health, the page at / and the "
@@ -240,6 +244,29 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _synth_args(dsub) -> None:
+    from nmt.config import SyntheticConfig
+
+    default = SyntheticConfig()
+    syn = dsub.add_parser(
+        "synth", help="write the built-in synthetic corpus as text files",
+        description="Write the built-in synthetic corpus (the one 'data.source: synthetic' "
+        "generates) as line-aligned files OUT/{train,valid,test}.{SRC_LANG,TGT_LANG}, for "
+        "'data.source: local' or other tools. The same options give the same files.")
+    syn.add_argument("--out", required=True, help="output directory (created if missing)")
+    dflt = " (default: %(default)s)"
+    syn.add_argument("--train", type=_positive, default=50000, help="training pairs" + dflt)
+    syn.add_argument("--valid", type=_positive, default=1000, help="validation pairs" + dflt)
+    syn.add_argument("--test", type=_positive, default=3000, help="test pairs" + dflt)
+    syn.add_argument("--seed", type=int, default=1, help="seed of lexicon and sentences" + dflt)
+    syn.add_argument("--lexicon", type=_positive, default=default.lexicon,
+                     help="content words in the lexicon (nouns, verbs, adjectives)" + dflt)
+    syn.add_argument("--src-lang", default="src", help="file suffix of the source side" + dflt)
+    syn.add_argument("--tgt-lang", default="tgt", help="file suffix of the target side" + dflt)
+    syn.add_argument("--overwrite", action="store_true",
+                     help="replace corpus files already in --out (refused otherwise)")
+
+
 def cmd_train(a: argparse.Namespace) -> int:
     from nmt import pipeline
     from nmt.config import check_trainable, load_config
@@ -253,7 +280,31 @@ def cmd_train(a: argparse.Namespace) -> int:
     pipeline.setup_logging()
     result = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume)
     print(f"run directory: {result.run}")
+    if result.interrupted:
+        return _interrupted(a, result)
     return 0
+
+
+def _interrupted(a: argparse.Namespace, result) -> int:
+    """Say where the work is and how to continue it; exit as a process killed by the signal
+    would (128 + its number: 130 for SIGINT, 143 for SIGTERM), so a scheduler can tell a
+    preempted run from a finished one."""
+    import os
+    import re
+    import shlex
+    import signal
+
+    from nmt.checkpoint import step_checkpoints
+
+    found = re.search(r"SIG[A-Z]+", result.stop_reason)
+    sig = signal.Signals[found.group()] if found else signal.SIGTERM  # signalled elsewhere
+    if os.environ.get("RANK", "0") == "0":
+        ckpts = step_checkpoints(result.run)
+        where = ckpts[-1] if ckpts else result.run
+        cmd = ["nmt", "train", a.config, *(f"--set={kv}" for kv in a.set), "--resume"]
+        print(f"nmt: training {result.stop_reason}; checkpoint saved at {where}\n"
+              f"nmt: continue with: {shlex.join(cmd)}", file=sys.stderr)
+    return 128 + sig.value
 
 
 def cmd_prepare(a: argparse.Namespace) -> int:
@@ -288,7 +339,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         report_dir=a.report, buckets=a.buckets, attention_plots=a.attention_plots,
         attn_layer=a.attention_layer, attn_head=a.attention_head, device=a.device,
         progress=sys.stderr.isatty(), overrides=_decode_overrides(a), int8=a.int8,
-        metrics=a.metrics, bootstrap=a.bootstrap, comet_model=a.comet_model)
+        metrics=a.metrics, bootstrap=a.bootstrap, comet_model=a.comet_model,
+        verbose=a.verbose)
     print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
     print(format_scores(scores))
     print(f"report: {report}")
@@ -305,7 +357,7 @@ def cmd_translate(a: argparse.Namespace) -> int:
 
     return pipeline.translate(a.checkpoint, a.input, a.output, a.beam, a.nbest, a.device,
                               _decode_overrides(a), int8=a.int8, prefix_path=a.prefix,
-                              alignment=a.alignment)
+                              alignment=a.alignment, verbose=a.verbose)
 
 
 def cmd_average(a: argparse.Namespace) -> int:
@@ -352,18 +404,20 @@ def cmd_export(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_data(a: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    if a.data_command != "synth":
-        parser.parse_args(["data", "--help"])
-        return 2
+def cmd_data(a: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from nmt.config import SyntheticConfig
     from nmt.data.synthetic import write_corpus
 
-    cfg = replace(SyntheticConfig(), train=a.train, valid=a.valid, test=a.test, seed=a.seed)
-    if a.lexicon:
-        cfg = replace(cfg, lexicon=a.lexicon)
+    cfg = replace(SyntheticConfig(), train=a.train, valid=a.valid, test=a.test, seed=a.seed,
+                  lexicon=a.lexicon)
+    files = [Path(a.out) / f"{split}.{lang}" for split in ("train", "valid", "test")
+             for lang in (a.src_lang, a.tgt_lang)]
+    existing = [f.name for f in files if f.exists()]
+    if existing and not a.overwrite:
+        raise NmtError(f"{a.out} already holds {', '.join(existing)}; pass --overwrite to "
+                       f"replace them")
     counts = write_corpus(a.out, cfg, a.src_lang, a.tgt_lang)
     for split, n in counts.items():
         print(f"{split}: {n} pairs -> {Path(a.out) / f'{split}.{a.src_lang}'}, "
@@ -403,10 +457,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     handlers = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate,
                 "compare": cmd_compare, "study": cmd_study, "serve": cmd_serve,
                 "export": cmd_export, "prepare": cmd_prepare, "average": cmd_average,
-                "score": cmd_score}
+                "score": cmd_score, "data": cmd_data}
     try:
-        if a.command == "data":
-            return cmd_data(a, parser)
         return handlers[a.command](a)
     except NmtError as err:
         print(f"nmt: error: {err}", file=sys.stderr)

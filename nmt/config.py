@@ -153,7 +153,8 @@ class TrainConfig:
     keep_last: int = opt(3, "keep this many recent step checkpoints", lo=1)
     max_bad_steps: int = opt(5, "stop after this many consecutive non-finite losses", lo=1)
     compile: bool = opt(False, "wrap the model in torch.compile")
-    progress: bool = opt(True, "show a tqdm progress bar")
+    progress: bool = opt(True, "show a tqdm progress bar (on a terminal only, never in a pipe or "
+                         "file)")
     init_from: Optional[str] = opt(None, "fine-tune: start from the weights of this run directory "
                                          "(its best checkpoint) or checkpoint file, reusing its "
                                          "subword models (vocab must match it)")

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from nmt.bootstrap import DEFAULT_SAMPLES
 from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_models, resolve,
@@ -32,6 +33,7 @@ from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.precision import decode_precision, resolve_precision
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
 from nmt.translate import Translation, score_pairs, score_texts, translate_texts
+from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")
 COMPARED_SECTIONS = ("data", "vocab", "model")
@@ -45,6 +47,17 @@ FIXED_TRAIN_KEYS = ("seed", "optimizer", "precision", "accum_steps", "schedule",
 LOG_TAG = ""  # set per process by `nmt study` when models train side by side
 
 
+class _AboveProgressBar(logging.StreamHandler):
+    """Writes each record on its own line: tqdm.write clears a progress bar drawn on the same
+    stream, prints the record and redraws the bar below it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
+
+
 def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
     root = logging.getLogger("nmt")
     root.setLevel(logging.INFO if rank == 0 else logging.WARNING)
@@ -54,7 +67,7 @@ def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
             h.close()
     tag = f"[{LOG_TAG}] " if LOG_TAG else ""
     fmt = logging.Formatter(f"%(asctime)s %(levelname)s {tag}%(message)s", "%H:%M:%S")
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    handlers: list[logging.Handler] = [_AboveProgressBar(sys.stderr)]
     if run_dir is not None and rank == 0:
         handlers.append(logging.FileHandler(run_dir / "train.log", encoding="utf-8"))
     for h in handlers:
@@ -210,8 +223,8 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         autocast_for(cfg.train.precision, dist.device)  # fp16 on CPU fails here, before work
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
-        # Everything that can fail on user input (run dir, data, subwords) runs before anything
-        # is written, so a mistake leaves no half-made run behind.
+        # Everything that can fail on user input (run dir, data, subwords, building the model)
+        # runs before anything is written, so a mistake leaves no half-made run behind.
         ckpt_path = _resume_checkpoint(cfg) if resume else None
         if not resume and dist.rank == 0:
             _check_run_dir(cfg, overwrite)
@@ -225,6 +238,7 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         corpus = _training_corpus(cfg, dist.rank, tok, tok if cfg.train.init_from else None)
         tok = corpus.tokenizer
         valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
+        model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
         run = Path(cfg.train.run_dir)
         if dist.rank == 0:
             run = _create_run_dir(cfg, overwrite and not resume, tok)
@@ -232,7 +246,6 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         setup_logging(run, dist.rank)
         log.info(corpus.stats.line())
         log.info(f"training corpus: {corpus.path} (memory-mapped)")
-        model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
         if parent:
             init_weights(model, parent)
         log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
@@ -255,6 +268,7 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
             steps = step_checkpoints(run)[-cfg.train.average_last:]
             average_checkpoints(steps, run / "averaged.pt")
             log.info(f"averaged the last {len(steps)} checkpoint(s) into {run / 'averaged.pt'}")
+        barrier()  # an interrupted run exits non-zero: no rank may leave before rank 0 saved
         return TrainResult(run, trainer.stop_reason or "", trainer.interrupted)
     finally:
         cleanup()
@@ -307,7 +321,8 @@ def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Opt
              device: Optional[str] = None, progress: bool = True,
              overrides: Optional[dict] = None, int8: bool = False,
              metrics: tuple[str, ...] = DEFAULT_METRICS, bootstrap: int = DEFAULT_SAMPLES,
-             comet_model: Optional[str] = None) -> tuple[dict, Path]:
+             comet_model: Optional[str] = None, verbose: bool = False
+             ) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots.
     Scores get 95% bootstrap intervals from `bootstrap` resamples (0: none); `comet_model`, a
     local COMET checkpoint, adds COMET (unbabel-comet must be installed)."""
@@ -332,6 +347,7 @@ def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Opt
         test_set = {"split": split, "data": _data_name(cfg)}
     if not srcs:
         raise NmtError(f"nothing to evaluate: {test_set['split'] or src_file} is empty")
+    warn_unknown(tok, srcs, src_file or f"split {name}", verbose)
     bounds = buckets or cfg.eval.buckets
     bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
     for m in metrics:
@@ -428,10 +444,35 @@ def _format(t: Translation, index: int, nbest: int) -> list[str]:
     return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
 
 
+def _interactive(model: NMTModel, tok, cfg: Config, k: int, nbest: int, device) -> None:
+    """One sentence per line from a terminal: a prompt, line editing and history (readline)."""
+    try:
+        import readline  # noqa: F401  (importing it gives input() line editing)
+    except ImportError:  # not on every platform (Windows): plain input() still works
+        pass
+    print("nmt: interactive mode, one sentence per line, Ctrl-D to end", file=sys.stderr)
+    prompt = "> " if sys.stdout.isatty() else ""
+    i = 0
+    while True:
+        try:
+            line = input(prompt)
+        except EOFError:
+            if prompt:
+                print()
+            return
+        warn_unknown(tok, [line], "stdin", verbose=True, first_line=i + 1)
+        with decoding_autocast(cfg, device):
+            (t,) = translate_texts(model, tok, [line], cfg.decode, beam=k, nbest=nbest,
+                                   device=device, where="stdin")
+        print("\n".join(_format(t, i, nbest)), flush=True)
+        i += 1
+
+
 def translate(target: str | list[str], input_path: Optional[str], output_path: Optional[str],
               beam: Optional[int], nbest: int, device: Optional[str] = None,
               overrides: Optional[dict] = None, int8: bool = False,
-              prefix_path: Optional[str] = None, alignment: bool = False) -> int:
+              prefix_path: Optional[str] = None, alignment: bool = False,
+              verbose: bool = False) -> int:
     """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
     setup_logging()
     if alignment and not output_path:
@@ -446,15 +487,11 @@ def translate(target: str | list[str], input_path: Optional[str], output_path: O
     if interactive and (prefix_path or alignment):
         raise NmtError("--prefix and --alignment need an input file (-i FILE) or piped input")
     if interactive:
-        print("nmt: interactive mode, one sentence per line, Ctrl-D to end", file=sys.stderr)
-        for i, line in enumerate(sys.stdin, 1):
-            with decoding_autocast(cfg, device):
-                (t,) = translate_texts(model, tok, [line.rstrip("\n")], cfg.decode, beam=k,
-                                       nbest=nbest, device=device, where="stdin")
-            print("\n".join(_format(t, i - 1, nbest)), flush=True)
+        _interactive(model, tok, cfg, k, nbest, device)
         return 0
     lines = (read_lines(input_path) if input_path
              else split_lines(sys.stdin.buffer.read(), "stdin"))
+    warn_unknown(tok, lines, input_path or "stdin", verbose)
     prefixes = read_lines(prefix_path) if prefix_path else None
     if prefixes is not None and len(prefixes) != len(lines):
         raise NmtError(f"--prefix {prefix_path} has {len(prefixes)} lines but the input has "

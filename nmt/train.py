@@ -544,7 +544,8 @@ class Trainer:
                 batches = self.batcher.epoch(self.p.epoch)
                 bar = tqdm(total=len(batches), initial=self.p.batch_in_epoch,
                            desc=f"epoch {self.p.epoch + 1}", leave=False, dynamic_ncols=True,
-                           disable=not (self.main and tc.progress), file=sys.stderr)
+                           disable=not (self.main and tc.progress and sys.stderr.isatty()),
+                           file=sys.stderr)  # not into a file or pipe: its \r would glue lines
                 while self.p.batch_in_epoch < len(batches):
                     group = batches[self.p.batch_in_epoch:self.p.batch_in_epoch + tc.accum_steps]
                     data = [self.batcher.batch(ix) for ix in group]
