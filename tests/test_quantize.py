@@ -14,7 +14,7 @@ from nmt.data.corpus import load_split
 from nmt.models import build_model
 from nmt.models.quantize import quantize_int8
 from nmt.translate import translate_texts
-from tests.conftest import make_config
+from conftest import make_config
 
 MODELS = {
     "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},
