@@ -505,12 +505,17 @@ def translate(target: str | list[str], input_path: Optional[str], output_path: O
     text = "".join(line + "\n" for i, t in enumerate(out) for line in _format(t, i, nbest))
     if alignment:
         _write_alignments(out, lines, tok, output_path)
+    _emit(text, output_path)
+    return 0
+
+
+def _emit(text: str, output_path: Optional[str]) -> None:
+    """The command's output: written atomically to `output_path`, or to stdout."""
     if output_path:
         atomic_write(output_path, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    return 0
 
 
 def _write_alignments(out: list[Translation], lines: list[str], tok, output_path: str) -> None:
@@ -562,9 +567,5 @@ def score(target: str | list[str], src_file: str, ref_file: str, output_path: Op
     with decoding_autocast(cfg, meta["device"]):
         rows = score_pairs(model, tok, srcs, refs, cfg.decode, meta["device"], where=src_file)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    if output_path:
-        atomic_write(output_path, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    _emit(text, output_path)
     return 0
