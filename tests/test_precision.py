@@ -91,6 +91,31 @@ def test_every_architecture_trains_and_decodes_under_bf16_autocast_on_cpu(name):
     assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
 
 
+def test_transformer_attention_runs_in_fp32_under_bf16_autocast_on_cpu(monkeypatch):
+    """The CPU flash-attention kernel is slow in bf16, so teacher-forced attention gets fp32
+    inputs there while the projections around it run in bf16; the result matches fp32 closely."""
+    import torch.nn.functional as F
+
+    from nmt.models.attention import MultiHeadAttention
+
+    seen = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, **kw):
+        seen.append((q.dtype, k.dtype, v.dtype))
+        return real(q, k, v, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, 0.0)
+    x = torch.randn(2, 5, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = mha(x, x, causal=True)
+    assert seen == [(torch.float32,) * 3]
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), mha(x, x, causal=True), atol=0.05, rtol=0.05)
+
+
 def test_auto_picks_bf16_only_where_it_runs_faster(monkeypatch):
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
     assert precision.resolve_precision("auto", CPU) == "fp32"
