@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import pickle
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from nmt.config import Config, from_dict
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.files import atomic_write
+from nmt.run_dir import RunDir
 
 FORMAT_VERSION = 1
 
@@ -88,26 +88,13 @@ def config_of(ckpt: dict, where: str) -> Config:
 
 def step_checkpoints(run_dir: str | Path) -> list[Path]:
     """Step checkpoints of a run, oldest first."""
-    ck = Path(run_dir) / "checkpoints"
-    found = [p for p in ck.glob("step_*.pt") if re.fullmatch(r"step_\d+\.pt", p.name)]
-    return sorted(found, key=lambda p: int(p.stem.split("_")[1]))
+    return RunDir(run_dir).step_checkpoints()
 
 
 def resolve(path_or_run: str | Path, prefer: str = "best") -> Path:
     """A checkpoint file, or a run directory's best (prefer='best') or latest checkpoint."""
     p = Path(path_or_run)
-    if p.is_file():
-        return p
-    if not p.exists():
-        raise NmtError(f"no such checkpoint or run directory: {p}")
-    best, steps = p / "best.pt", step_checkpoints(p)
-    if prefer == "best" and best.is_file():
-        return best
-    if steps:
-        return steps[-1]
-    if best.is_file():
-        return best
-    raise NmtError(f"run directory {p} has no checkpoint yet (train it first)")
+    return p if p.is_file() else RunDir(p).checkpoint(prefer)
 
 
 def model_payload(model: torch.nn.Module) -> dict:

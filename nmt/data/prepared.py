@@ -32,6 +32,7 @@ from nmt.data.batching import BucketBatcher
 from nmt.data.ragged import IdColumn
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
+from nmt.run_dir import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS
 
 log = logging.getLogger("nmt")
 FORMAT = 1
@@ -245,7 +246,7 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
             "src_tokens": src_tokens, "tgt_tokens": tgt_tokens, "vocab": vocab,
             "bytes": sum((out / f).stat().st_size for f in files), "workers": d.workers,
             "lowercase": d.lowercase,
-            "subwords": sorted(p.name for p in out.glob("spm*.model"))}
+            "subwords": sorted(p.name for p in out.glob(SUBWORD_GLOB))}
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     log.info(f"prepare: encoded and filtered in {times['encode+filter']:.1f} s; {stats.line()}")
 
@@ -294,8 +295,8 @@ def open_prepared(path: Path) -> PreparedCorpus:
     table = (ds.concatenate_datasets(parts) if len(parts) > 1 else parts[0]).data
     names = meta["subwords"]
     protos = [(path / n).read_bytes() for n in names]
-    tok = Tokenizer(protos[0] if len(protos) == 1 else (path / "spm.src.model").read_bytes(),
-                    None if len(protos) == 1 else (path / "spm.tgt.model").read_bytes(),
+    tok = Tokenizer(protos[0] if len(protos) == 1 else (path / SRC_SUBWORDS).read_bytes(),
+                    None if len(protos) == 1 else (path / TGT_SUBWORDS).read_bytes(),
                     meta["lowercase"])
     drop = table.column("drop").to_numpy()
     return PreparedCorpus(path, meta, tok, IdColumn.from_arrow(table.column("src")),

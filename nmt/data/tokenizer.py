@@ -14,6 +14,7 @@ import sentencepiece as spm
 from nmt.config import VocabConfig
 from nmt.errors import NmtError
 from nmt.files import atomic_write
+from nmt.run_dir import subword_files
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -91,8 +92,8 @@ class Tokenizer:
 
     def save(self, run_dir: str | Path) -> list[Path]:
         run_dir = Path(run_dir)
-        files = {"spm.model": self.src_proto} if self.joint else {
-            "spm.src.model": self.src_proto, "spm.tgt.model": self.tgt_proto}
+        protos = (self.src_proto,) if self.joint else (self.src_proto, self.tgt_proto)
+        files = dict(zip(subword_files(self.joint), protos))
         written = []
         for name, proto in files.items():
             atomic_write(run_dir / name, proto)
