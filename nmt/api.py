@@ -24,6 +24,7 @@ from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.models.quantize import check_int8_device, quantize_int8
+from nmt.run_dir import RunDir
 from nmt.translate import translate_texts
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -155,9 +156,9 @@ class Translator:
 
 
 def _valid_bleu(checkpoint: Path, step: int) -> Optional[float]:
-    """The validation BLEU the run logged at `step` (metrics.jsonl beside the checkpoint)."""
-    for run in (checkpoint.parent, checkpoint.parent.parent):
-        path = run / "metrics.jsonl"
+    """The validation BLEU the run logged at `step` (in the metrics of the checkpoint's run)."""
+    for run in (RunDir(checkpoint.parent), RunDir(checkpoint.parent.parent)):
+        path = run.metrics
         if not path.is_file():
             continue
         try:

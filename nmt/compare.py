@@ -18,6 +18,7 @@ from nmt.bootstrap import DEFAULT_SAMPLES, DEFAULT_SEED, SIGNIFICANCE
 from nmt.errors import NmtError
 from nmt.evaluate import HIGHER_IS_BETTER, SCORES_FILE, bucket_label, load_scores, paired_tests
 from nmt.report import (HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length)
+from nmt.run_dir import RunDir
 
 log = logging.getLogger("nmt")
 COMPARE_PLOT, COMPARE_TABLE, COMPARE_JSON = "compare.png", "compare.md", "compare.json"
@@ -33,7 +34,9 @@ def find_report(path: str | os.PathLike, split: Optional[str] = None,
     if not p.is_dir():
         raise NmtError(f"no scores file at {p / SCORES_FILE}: {p} is not a report or run directory")
     found = []
-    for scores in p.glob(f"eval_*/{SCORES_FILE}"):
+    for scores in (r / SCORES_FILE for r in RunDir(p).reports()):
+        if not scores.is_file():
+            continue
         try:
             s = json.loads(scores.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -44,7 +47,7 @@ def find_report(path: str | os.PathLike, split: Optional[str] = None,
         if (p / SCORES_FILE).is_file():
             return p  # a report dir given together with --split/--beam: take it as it is
         want = " and ".join(w for w in (split and f"split {split}", beam and f"beam {beam}") if w)
-        have = sorted(d.name for d in p.glob("eval_*") if d.is_dir())
+        have = [d.name for d in RunDir(p).reports()]
         raise NmtError(f"no scores file at {p / SCORES_FILE} and no report"
                        f"{' for ' + want if want else ''} in {p} "
                        f"({'reports there: ' + ', '.join(have) if have else 'run nmt evaluate ' + str(p) + ' first'})")
@@ -58,7 +61,7 @@ def model_name(given: str | os.PathLike, report: Path) -> str:
     report = report.resolve()
     if given != report:
         return given.name
-    if report.name.startswith("eval_") and (report.parent / "config.yaml").is_file():
+    if RunDir.is_report_of_run(report):
         return report.parent.name
     return report.name
 
