@@ -100,7 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'nmt COMMAND --help' for the options of each command.")
     ap.add_argument("--version", action="version", version=f"nmt {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_train_parser, _evaluate_parser, _translate_parser, _toolbox_parsers,
+                _compare_parser, _study_parser, _export_parser, _prepare_parser, _data_parser,
+                _serve_parser):
+        add(sub)
+    return ap
 
+
+def _train_parser(sub) -> None:
     t = sub.add_parser("train", help="train a model from a YAML config",
                        description="Train a model. Under torchrun the same command trains with "
                        "DistributedDataParallel: torchrun --nproc_per_node=N -m nmt train CONFIG")
@@ -112,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dry-run", action="store_true",
                    help="load data, train subwords, build batches, print statistics; no training")
 
+
+def _evaluate_parser(sub) -> None:
     e = sub.add_parser("evaluate", help="BLEU, chrF and BLEU by source length for a checkpoint",
                        description="Decode a split (or --src/--ref files) with a checkpoint or run "
                        "directory (its best checkpoint), print sacreBLEU with its signature, chrF "
@@ -145,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="name the source words the vocabulary does not know, line by line")
     _decode_args(e)
 
+
+def _translate_parser(sub) -> None:
     tr = sub.add_parser("translate", help="translate text with a checkpoint",
                         description="Translate lines from a file or stdin: one output line per "
                         "input line, in order; blank lines stay blank. With --nbest K > 1, each "
@@ -169,8 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--verbose", action="store_true",
                     help="name the source words the vocabulary does not know, line by line")
     _decode_args(tr)
-    _toolbox_parsers(sub)
 
+
+def _compare_parser(sub) -> None:
     c = sub.add_parser("compare", help="BLEU-by-length curves of several reports in one plot",
                        description="Draw several models' BLEU by source length in one plot and "
                        "tables (compare.png, compare.md), with sacreBLEU's paired bootstrap test "
@@ -188,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resamples of the paired bootstrap test against the first model "
                    "(0: no test; default: 1000)")
 
+
+def _study_parser(sub) -> None:
     s = sub.add_parser("study", help="train and compare several models by sentence length",
                        description="Train each model of a study on the same data and budget, "
                        "evaluate them with the same decoding and write one report. Resumable: "
@@ -197,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key for every model, e.g. --set train.max_minutes=5")
 
+
+def _export_parser(sub) -> None:
     x = sub.add_parser("export", help="export a Transformer run to another engine (CTranslate2)",
                        description="Write a CTranslate2 model directory (model.bin, config.json, "
                        "vocabularies, the run's sentencepiece model(s), nmt_export.json) for a "
@@ -208,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight quantization (default: float32)")
     x.add_argument("--overwrite", action="store_true", help="replace an existing directory")
 
+
+def _prepare_parser(sub) -> None:
     pr = sub.add_parser("prepare", help="encode the training split once into a cached, "
                         "memory-mapped corpus (nmt train does this on first use)",
                         description="Read the training split, train the subword models, encode "
@@ -218,9 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a config key, e.g. --set data.workers=4 (repeatable)")
 
+
+def _data_parser(sub) -> None:
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     _synth_args(dsub)
+
+
+def _serve_parser(sub) -> None:
     sv = sub.add_parser("serve", help="HTTP translation server with a page showing the attention",
                         description="Serve a checkpoint or run directory over HTTP: POST "
                         "/v1/translate, GET /v1/model, GET /v1/health, the page at / and the "
@@ -241,7 +264,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="decoding precision (default: fp32)")
     sv.add_argument("--int8", action="store_true",
                     help="dynamic int8 quantization of the linear layers (CPU only)")
-    return ap
 
 
 def _synth_args(dsub) -> None:
@@ -269,16 +291,14 @@ def _synth_args(dsub) -> None:
 
 def cmd_train(a: argparse.Namespace) -> int:
     from nmt import pipeline
-    from nmt.config import check_trainable, load_config
+    from nmt.config import load_config
 
     cfg = load_config(a.config, a.set)
-    check_trainable(cfg, a.config)
-    if a.dry_run:
-        pipeline.setup_logging()
-        print(pipeline.data_report(cfg, progress=sys.stderr.isatty()))
-        return 0
     pipeline.setup_logging()
-    result = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume)
+    if a.dry_run:
+        print(pipeline.data_report(cfg, progress=sys.stderr.isatty(), where=a.config))
+        return 0
+    result = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume, where=a.config)
     print(f"run directory: {result.run}")
     if result.interrupted:
         return _interrupted(a, result)
@@ -354,10 +374,48 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 def cmd_translate(a: argparse.Namespace) -> int:
     from nmt import pipeline
+    from nmt.data.corpus import read_lines, split_lines
 
-    return pipeline.translate(a.checkpoint, a.input, a.output, a.beam, a.nbest, a.device,
-                              _decode_overrides(a), int8=a.int8, prefix_path=a.prefix,
-                              alignment=a.alignment, verbose=a.verbose)
+    pipeline.setup_logging()
+    if a.alignment and not a.output:
+        raise NmtError("--alignment needs -o FILE (alignments go to FILE.align and "
+                       "FILE.align.json)")
+    session = pipeline.open_session(a.checkpoint, a.beam, a.nbest, a.device,
+                                    _decode_overrides(a), int8=a.int8)
+    if a.input is None and sys.stdin.isatty():
+        if a.prefix or a.alignment:
+            raise NmtError("--prefix and --alignment need an input file (-i FILE) or piped "
+                           "input")
+        _interactive(session)
+        return 0
+    lines = read_lines(a.input) if a.input else split_lines(sys.stdin.buffer.read(), "stdin")
+    return pipeline.translate(session, lines, a.input or "stdin", a.output,
+                              prefix_path=a.prefix, alignment=a.alignment, verbose=a.verbose,
+                              progress=a.input is not None and sys.stderr.isatty())
+
+
+def _interactive(session) -> None:
+    """One sentence per line from a terminal: a prompt, line editing and history (readline)."""
+    from nmt.unknown_words import warn_unknown
+
+    try:
+        import readline  # noqa: F401  (importing it gives input() line editing)
+    except ImportError:  # not on every platform (Windows): plain input() still works
+        pass
+    print("nmt: interactive mode, one sentence per line, Ctrl-D to end", file=sys.stderr)
+    prompt = "> " if sys.stdout.isatty() else ""
+    i = 0
+    while True:
+        try:
+            line = input(prompt)
+        except EOFError:
+            if prompt:
+                print()
+            return
+        warn_unknown(session.tok, [line], "stdin", verbose=True, first_line=i + 1)
+        (t,) = session.translate([line], "stdin")
+        print("\n".join(session.output_lines(t, i)), flush=True)
+        i += 1
 
 
 def cmd_average(a: argparse.Namespace) -> int:
@@ -392,6 +450,7 @@ def cmd_study(a: argparse.Namespace) -> int:
 
     pipeline.setup_logging()
     out = run_study(a.study, a.out, a.set)
+    print((out / "study.md").read_text(encoding="utf-8"))
     print(f"study report: {out}")
     return 0
 

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +15,13 @@ import torch
 from tqdm import tqdm
 
 from nmt.bootstrap import DEFAULT_SAMPLES
-from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_models, resolve,
-                            step_checkpoints, tokenizer_from_payload)
-from nmt.config import Config, dump_yaml, load_config, with_decode_options
+from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_models,
+                            tokenizer_from_payload)
+from nmt.config import Config, check_trainable, with_decode_options
 from nmt.data.batching import BucketBatcher
-from nmt.data.corpus import load_split, read_lines, split_lines
+from nmt.data.corpus import load_split, read_lines
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
+from nmt.data.tokenizer import Tokenizer
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
 from nmt.evaluate import (DEFAULT_METRICS, MeanScore, bucket_bounds, data_fingerprint,
@@ -31,6 +31,7 @@ from nmt.finetune import init_optimizer, init_weights, load_parent
 from nmt.models import NMTModel, build_model
 from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.precision import decode_precision, resolve_precision
+from nmt.run_dir import RunDir
 from nmt.train import Trainer, autocast_for, cpu_has_bf16, resolve_device, seed_everything
 from nmt.translate import Translation, score_pairs, score_texts, translate_texts
 from nmt.unknown_words import warn_unknown
@@ -44,8 +45,6 @@ FIXED_TRAIN_KEYS = ("seed", "optimizer", "precision", "accum_steps", "schedule",
                     "early_stop_metric")
 
 
-LOG_TAG = ""  # set per process by `nmt study` when models train side by side
-
 
 class _AboveProgressBar(logging.StreamHandler):
     """Writes each record on its own line: tqdm.write clears a progress bar drawn on the same
@@ -58,18 +57,20 @@ class _AboveProgressBar(logging.StreamHandler):
             self.handleError(record)
 
 
-def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
+def setup_logging(run: Optional[RunDir] = None, rank: int = 0, tag: str = "") -> None:
+    """Log lines to stderr (above a progress bar) and, on rank 0 of a run, to RUN/train.log;
+    `tag` marks each line (`nmt study` names the model when models train side by side)."""
     root = logging.getLogger("nmt")
     root.setLevel(logging.INFO if rank == 0 else logging.WARNING)
     for h in list(root.handlers):
         if getattr(h, "_nmt", False):
             root.removeHandler(h)
             h.close()
-    tag = f"[{LOG_TAG}] " if LOG_TAG else ""
+    tag = f"[{tag}] " if tag else ""
     fmt = logging.Formatter(f"%(asctime)s %(levelname)s {tag}%(message)s", "%H:%M:%S")
     handlers: list[logging.Handler] = [_AboveProgressBar(sys.stderr)]
-    if run_dir is not None and rank == 0:
-        handlers.append(logging.FileHandler(run_dir / "train.log", encoding="utf-8"))
+    if run is not None and rank == 0:
+        handlers.append(logging.FileHandler(run.log, encoding="utf-8"))
     for h in handlers:
         h.setFormatter(fmt)
         h._nmt = True  # type: ignore[attr-defined]
@@ -79,18 +80,17 @@ def setup_logging(run_dir: Optional[Path] = None, rank: int = 0) -> None:
 
 def _resume_checkpoint(cfg: Config) -> Path:
     """The checkpoint --resume continues from, after checking the config still fits the run."""
-    run = Path(cfg.train.run_dir)
+    run = RunDir(cfg.train.run_dir)
     try:
-        ckpt = resolve(run, prefer="latest")
+        ckpt = run.checkpoint(prefer="latest")
     except NmtError:
-        raise NmtError(f"--resume: run directory {run} has no checkpoint to resume") from None
-    saved = run / "config.yaml"
-    if saved.is_file():
-        old = load_config(saved, stored=True)
+        raise NmtError(f"--resume: run directory {run.path} has no checkpoint to resume") from None
+    old = run.saved_config()
+    if old is not None:
         for section in COMPARED_SECTIONS:
             if getattr(old, section) != getattr(cfg, section):
                 raise NmtError(f"--resume: '{section}' in the config differs from the run in "
-                               f"{run} (data, vocab and model must stay as they were)")
+                               f"{run.path} (data, vocab and model must stay as they were)")
         for key in FIXED_TRAIN_KEYS:
             was, now = getattr(old.train, key), getattr(cfg.train, key)
             if key == "precision" and "auto" in (was, now):
@@ -98,31 +98,19 @@ def _resume_checkpoint(cfg: Config) -> Path:
                 dev = resolve_device(cfg.train)
                 was, now = resolve_precision(was, dev), resolve_precision(now, dev)
             if was != now:
-                raise NmtError(f"--resume: 'train.{key}' is {now!r} but the run in {run} used "
+                raise NmtError(f"--resume: 'train.{key}' is {now!r} but the run in {run.path} used "
                                f"{was!r}; it cannot change when resuming")
     return ckpt
 
 
 def _check_run_dir(cfg: Config, overwrite: bool) -> None:
     """Refuse to start over a different run unless --overwrite (nothing is written here)."""
-    run = Path(cfg.train.run_dir)
-    if overwrite or not run.exists() or not any(run.iterdir()):
+    run = RunDir(cfg.train.run_dir)
+    if overwrite or run.is_empty():
         return
-    saved = run / "config.yaml"
-    same = saved.is_file() and saved.read_text(encoding="utf-8") == dump_yaml(cfg)
-    if not same or step_checkpoints(run) or (run / "best.pt").exists():
-        raise NmtError(f"run directory {run} already holds a run; pass --resume to continue "
+    if not run.same_config(cfg) or run.holds_run():
+        raise NmtError(f"run directory {run.path} already holds a run; pass --resume to continue "
                        f"it or --overwrite to replace it")
-
-
-def _create_run_dir(cfg: Config, overwrite: bool, tok) -> Path:
-    run = Path(cfg.train.run_dir)
-    if overwrite and run.exists():
-        shutil.rmtree(run)
-    run.mkdir(parents=True, exist_ok=True)
-    atomic_write(run / "config.yaml", dump_yaml(cfg))
-    tok.save(run)
-    return run
 
 
 def describe_precision(cfg: Config, device: torch.device) -> str:
@@ -170,8 +158,9 @@ def _batch_stats(batcher: BucketBatcher) -> str:
             f"{100 * (1 - real / slots):.1f}%")
 
 
-def data_report(cfg: Config, progress: bool = False) -> str:
+def data_report(cfg: Config, progress: bool = False, where: str = "the config") -> str:
     """Corpus and batch statistics without training (`nmt train --dry-run`)."""
+    check_trainable(cfg, where)  # what training would refuse, --dry-run refuses too
     corpus = prepared_corpus(cfg, progress)
     tok = corpus.tokenizer
     batcher = corpus.batcher(cfg.data, cfg.train.seed)
@@ -214,8 +203,11 @@ class TrainResult:
     interrupted: bool  # stopped by SIGINT/SIGTERM: checkpointed, but not finished
 
 
-def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainResult:
-    """Train a model from a config (or continue it with resume)."""
+def train(cfg: Config, overwrite: bool = False, resume: bool = False, log_tag: str = "",
+          where: str = "the config") -> TrainResult:
+    """Train a model from a config (or continue it with resume); `log_tag` marks its log lines,
+    `where` names the config in errors."""
+    check_trainable(cfg, where)
     dist = init(cfg.train.device, cfg.train.dist_timeout_minutes)
     try:
         if dist.world == 1:
@@ -228,7 +220,7 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         ckpt_path = _resume_checkpoint(cfg) if resume else None
         if not resume and dist.rank == 0:
             _check_run_dir(cfg, overwrite)
-        setup_logging(None, dist.rank)
+        setup_logging(None, dist.rank, log_tag)
         seed_everything(cfg.train.seed)
         tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
         parent = load_parent(cfg) if cfg.train.init_from and not resume else None
@@ -236,42 +228,51 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False) -> TrainRe
         # A fine-tuned run is encoded with its parent's subwords (on resume, its checkpoint's:
         # the same ones), never with new ones trained on the new data.
         corpus = _training_corpus(cfg, dist.rank, tok, tok if cfg.train.init_from else None)
-        tok = corpus.tokenizer
         valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
-        model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
-        run = Path(cfg.train.run_dir)
+        model = build_model(cfg.model, corpus.tokenizer.src_vocab_size,
+                            corpus.tokenizer.tgt_vocab_size)
+        run = RunDir(cfg.train.run_dir)
         if dist.rank == 0:
-            run = _create_run_dir(cfg, overwrite and not resume, tok)
+            run.create(cfg, overwrite=overwrite and not resume)
+            corpus.tokenizer.save(run.path)
         barrier()
-        setup_logging(run, dist.rank)
-        log.info(corpus.stats.line())
-        log.info(f"training corpus: {corpus.path} (memory-mapped)")
-        if parent:
-            init_weights(model, parent)
-        log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
-        log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
-                 f"{torch.get_num_threads()} threads; {dist.world} process(es)")
-        batcher = corpus.batcher(cfg.data, cfg.train.seed, dist.rank, dist.world,
-                                 pin=dist.device.type == "cuda")
-        score_fn, valid_batches = None, []
-        if valid is not None and dist.rank == 0:
-            valid_batches = _valid_batches(cfg, tok, *valid)
-            n = cfg.train.valid_max_sentences or len(valid[0])
-            score_fn = _greedy_scorer(cfg, tok, valid[0][:n], valid[1][:n], dist.device)
-        trainer = Trainer(cfg, model, tok, batcher, valid_batches, run, dist, score_fn)
-        if parent and cfg.train.init_optimizer:
-            init_optimizer(trainer, parent)
+        setup_logging(run, dist.rank, log_tag)
+        trainer = _trainer(cfg, corpus, valid, model, run, dist, parent)
         if ckpt_path is not None:
             trainer.resume(ckpt_path)
         trainer.train()
         if cfg.train.average_last and dist.rank == 0 and not trainer.interrupted:
-            steps = step_checkpoints(run)[-cfg.train.average_last:]
-            average_checkpoints(steps, run / "averaged.pt")
-            log.info(f"averaged the last {len(steps)} checkpoint(s) into {run / 'averaged.pt'}")
+            steps = run.step_checkpoints()[-cfg.train.average_last:]
+            average_checkpoints(steps, run.averaged)
+            log.info(f"averaged the last {len(steps)} checkpoint(s) into {run.averaged}")
         barrier()  # an interrupted run exits non-zero: no rank may leave before rank 0 saved
-        return TrainResult(run, trainer.stop_reason or "", trainer.interrupted)
+        return TrainResult(run.path, trainer.stop_reason or "", trainer.interrupted)
     finally:
         cleanup()
+
+
+def _trainer(cfg: Config, corpus: PreparedCorpus, valid: Optional[tuple[list[str], list[str]]],
+             model: NMTModel, run: RunDir, dist, parent) -> Trainer:
+    """The trainer of a run, its starting weights (a fine-tuned run's parent) in place."""
+    tok = corpus.tokenizer
+    log.info(corpus.stats.line())
+    log.info(f"training corpus: {corpus.path} (memory-mapped)")
+    if parent:
+        init_weights(model, parent)
+    log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
+    log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
+             f"{torch.get_num_threads()} threads; {dist.world} process(es)")
+    batcher = corpus.batcher(cfg.data, cfg.train.seed, dist.rank, dist.world,
+                             pin=dist.device.type == "cuda")
+    score_fn, valid_batches = None, []
+    if valid is not None and dist.rank == 0:
+        valid_batches = _valid_batches(cfg, tok, *valid)
+        n = cfg.train.valid_max_sentences or len(valid[0])
+        score_fn = _greedy_scorer(cfg, tok, valid[0][:n], valid[1][:n], dist.device)
+    trainer = Trainer(cfg, model, tok, batcher, valid_batches, run.path, dist, score_fn)
+    if parent and cfg.train.init_optimizer:
+        init_optimizer(trainer, parent)
+    return trainer
 
 
 def decoding_device(device: Optional[str], cfg: Config) -> torch.device:
@@ -330,30 +331,10 @@ def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Opt
 
     cfg, model, tok, meta = _load_for_decoding(target, device, overrides, int8)
     device = meta["device"]
-    if src_file or ref_file:
-        if not (src_file and ref_file):
-            raise NmtError("--src and --ref must be given together")
-        srcs, refs = read_lines(src_file), read_lines(ref_file)
-        if len(srcs) != len(refs):
-            raise NmtError(f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has "
-                           f"{len(refs)}")
-        name = f"file_{Path(src_file).stem}"  # never the directory of a split's report
-        test_set = {"split": None, "src_file": str(Path(src_file).resolve()),
-                    "ref_file": str(Path(ref_file).resolve())}
-    else:
-        split = split or cfg.eval.split
-        srcs, refs = load_split(cfg.data, split)
-        name = split
-        test_set = {"split": split, "data": _data_name(cfg)}
-    if not srcs:
-        raise NmtError(f"nothing to evaluate: {test_set['split'] or src_file} is empty")
+    srcs, refs, name, test_set = _eval_set(cfg, split, src_file, ref_file)
     warn_unknown(tok, srcs, src_file or f"split {name}", verbose)
     bounds = buckets or cfg.eval.buckets
-    bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
-    for m in metrics:
-        make_metric(m)  # so does a bad --metrics
-    if comet_model and not Path(comet_model).is_file():
-        raise NmtError(f"--comet-model {comet_model}: no such file (a local COMET checkpoint)")
+    _check_eval_options(bounds, metrics, comet_model)  # before decoding the whole split
     model.set_attention_view(attn_layer, attn_head)
     k = cfg.decode.beam if beam is None else beam
     what = test_set["split"] or f"{src_file} / {ref_file}"
@@ -375,13 +356,12 @@ def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Opt
                      "sha256": data_fingerprint(srcs, refs)})
     scores.update({"beam": k, "checkpoint": meta["path"], "step": meta["step"],
                    "split": test_set["split"], "test_set": test_set})
-    ckpt = Path(meta["path"])
-    run_dir = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else ckpt.parent
+    run = RunDir.of_checkpoint(meta["path"])
     members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
-    report = Path(report_dir) if report_dir else \
-        run_dir / f"eval_{name}_beam{k}{members}{'_int8' if int8 else ''}"
+    report = (Path(report_dir) if report_dir
+              else run.report(name, k, f"{members}{'_int8' if int8 else ''}"))
     ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
-    model_name = (f"{run_dir.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}"
+    model_name = (f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}"
                   f"{', int8' if int8 else ''})")
     write_report(report, scores, hyps, srcs=srcs, refs=refs, name=model_name,
                  title=f"BLEU by source length: {what}, {len(srcs)} sentences")
@@ -389,6 +369,37 @@ def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Opt
         view = _attention_view(cfg, model, attn_layer, attn_head)
         _attention_plots(out, srcs, tok, report, attention_plots, f"{model_name}, {view}")
     return scores, report
+
+
+def _eval_set(cfg: Config, split: Optional[str], src_file: Optional[str],
+              ref_file: Optional[str]) -> tuple[list[str], list[str], str, dict]:
+    """Sources, references, the report's name for them and the scores' `test_set` record."""
+    if src_file or ref_file:
+        if not (src_file and ref_file):
+            raise NmtError("--src and --ref must be given together")
+        srcs, refs = read_lines(src_file), read_lines(ref_file)
+        if len(srcs) != len(refs):
+            raise NmtError(f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has "
+                           f"{len(refs)}")
+        name = f"file_{Path(src_file).stem}"  # never the directory of a split's report
+        test_set = {"split": None, "src_file": str(Path(src_file).resolve()),
+                    "ref_file": str(Path(ref_file).resolve())}
+    else:
+        name = split or cfg.eval.split
+        srcs, refs = load_split(cfg.data, name)
+        test_set = {"split": name, "data": _data_name(cfg)}
+    if not srcs:
+        raise NmtError(f"nothing to evaluate: {test_set['split'] or src_file} is empty")
+    return srcs, refs, name, test_set
+
+
+def _check_eval_options(bounds: list[int], metrics: tuple[str, ...],
+                        comet_model: Optional[str]) -> None:
+    bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
+    for m in metrics:
+        make_metric(m)  # so does a bad --metrics
+    if comet_model and not Path(comet_model).is_file():
+        raise NmtError(f"--comet-model {comet_model}: no such file (a local COMET checkpoint)")
 
 
 def _data_name(cfg: Config) -> str:
@@ -438,73 +449,57 @@ def _attention_plots(out: list[Translation], srcs: list[str], tok, report: Path,
         log.warning("--attention-plots: this model reports no attention (seq2seq has none)")
 
 
-def _format(t: Translation, index: int, nbest: int) -> list[str]:
-    if nbest == 1:
-        return [t.text]
-    return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
+@dataclass
+class Session:
+    """A loaded model (or ensemble) with its decoding settings, ready to translate lines."""
+    cfg: Config
+    model: NMTModel
+    tok: Tokenizer
+    meta: dict  # path, step, device (and the members of an ensemble)
+    beam: int
+    nbest: int
+
+    def translate(self, lines: list[str], where: str, progress: bool = False,
+                  prefixes: Optional[list[str]] = None,
+                  return_attn: bool = False) -> list[Translation]:
+        with decoding_autocast(self.cfg, self.meta["device"]):
+            return translate_texts(self.model, self.tok, lines, self.cfg.decode, beam=self.beam,
+                                   nbest=self.nbest, device=self.meta["device"],
+                                   progress=progress, where=where, prefixes=prefixes,
+                                   return_attn=return_attn)
+
+    def output_lines(self, t: Translation, index: int) -> list[str]:
+        """The text, or with nbest > 1 the lines `INDEX ||| HYPOTHESIS ||| SCORE`."""
+        if self.nbest == 1:
+            return [t.text]
+        return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
 
 
-def _interactive(model: NMTModel, tok, cfg: Config, k: int, nbest: int, device) -> None:
-    """One sentence per line from a terminal: a prompt, line editing and history (readline)."""
-    try:
-        import readline  # noqa: F401  (importing it gives input() line editing)
-    except ImportError:  # not on every platform (Windows): plain input() still works
-        pass
-    print("nmt: interactive mode, one sentence per line, Ctrl-D to end", file=sys.stderr)
-    prompt = "> " if sys.stdout.isatty() else ""
-    i = 0
-    while True:
-        try:
-            line = input(prompt)
-        except EOFError:
-            if prompt:
-                print()
-            return
-        warn_unknown(tok, [line], "stdin", verbose=True, first_line=i + 1)
-        with decoding_autocast(cfg, device):
-            (t,) = translate_texts(model, tok, [line], cfg.decode, beam=k, nbest=nbest,
-                                   device=device, where="stdin")
-        print("\n".join(_format(t, i, nbest)), flush=True)
-        i += 1
-
-
-def translate(target: str | list[str], input_path: Optional[str], output_path: Optional[str],
-              beam: Optional[int], nbest: int, device: Optional[str] = None,
-              overrides: Optional[dict] = None, int8: bool = False,
-              prefix_path: Optional[str] = None, alignment: bool = False,
-              verbose: bool = False) -> int:
-    """`nmt translate`: a file or stdin in, one line per input line out (stdout or a file)."""
-    setup_logging()
-    if alignment and not output_path:
-        raise NmtError("--alignment needs -o FILE (alignments go to FILE.align and "
-                       "FILE.align.json)")
+def open_session(target: str | list[str], beam: Optional[int], nbest: int,
+                 device: Optional[str] = None, overrides: Optional[dict] = None,
+                 int8: bool = False) -> Session:
+    """Load checkpoint(s) for `nmt translate`, with command-line decode settings checked."""
     cfg, model, tok, meta = _load_for_decoding(target, device, overrides, int8)
-    device = meta["device"]
     k = cfg.decode.beam if beam is None else beam
     if nbest > k and not cfg.decode.sample:
         raise NmtError(f"--nbest {nbest} needs a beam of at least {nbest} (beam is {k})")
-    interactive = input_path is None and sys.stdin.isatty()
-    if interactive and (prefix_path or alignment):
-        raise NmtError("--prefix and --alignment need an input file (-i FILE) or piped input")
-    if interactive:
-        _interactive(model, tok, cfg, k, nbest, device)
-        return 0
-    lines = (read_lines(input_path) if input_path
-             else split_lines(sys.stdin.buffer.read(), "stdin"))
-    warn_unknown(tok, lines, input_path or "stdin", verbose)
+    return Session(cfg, model, tok, meta, k, nbest)
+
+
+def translate(session: Session, lines: list[str], where: str, output_path: Optional[str],
+              prefix_path: Optional[str] = None, alignment: bool = False,
+              verbose: bool = False, progress: bool = False) -> int:
+    """`nmt translate` of given lines (read by the CLI from `where`): one output line per input
+    line, to `output_path` or stdout."""
+    warn_unknown(session.tok, lines, where, verbose)
     prefixes = read_lines(prefix_path) if prefix_path else None
     if prefixes is not None and len(prefixes) != len(lines):
         raise NmtError(f"--prefix {prefix_path} has {len(prefixes)} lines but the input has "
                        f"{len(lines)}; expected one prefix line per input line")
-    with decoding_autocast(cfg, device):
-        out = translate_texts(model, tok, lines, cfg.decode, beam=k, nbest=nbest,
-                              device=device,
-                              progress=input_path is not None and sys.stderr.isatty(),
-                              where=input_path or "stdin", prefixes=prefixes,
-                              return_attn=alignment)
-    text = "".join(line + "\n" for i, t in enumerate(out) for line in _format(t, i, nbest))
+    out = session.translate(lines, where, progress, prefixes, return_attn=alignment)
+    text = "".join(line + "\n" for i, t in enumerate(out) for line in session.output_lines(t, i))
     if alignment:
-        _write_alignments(out, lines, tok, output_path)
+        _write_alignments(out, lines, session.tok, output_path)
     _emit(text, output_path)
     return 0
 

@@ -9,7 +9,6 @@ interrupted ones resumed, so rerunning a study continues it.
 """
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import multiprocessing
@@ -18,24 +17,19 @@ from pathlib import Path
 from typing import Any, Optional
 
 from nmt import pipeline
-from nmt.checkpoint import load_checkpoint, resolve
-from nmt.config import (apply_overrides, check_trainable, dump_yaml, from_dict, read_yaml,
+from nmt.checkpoint import load_checkpoint
+from nmt.config import (apply_overrides, check_trainable, dump_yaml, from_dict, merge_sections,
+                        read_yaml,
                         to_dict)
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
 from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
 from nmt.report import plot_bleu_by_length
+from nmt.run_dir import RunDir
 
 log = logging.getLogger("nmt")
 STUDY_KEYS = {"name", "out", "base", "models", "evaluate", "parallel"}
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def load_study(path: str | Path) -> dict:
@@ -73,7 +67,7 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()
     configs = {}
     split = (study.get("evaluate") or {}).get("split", "test")
     for name, over in study["models"].items():
-        raw = apply_overrides(_merge(study.get("base") or {}, over or {}), list(overrides))
+        raw = apply_overrides(merge_sections(study.get("base") or {}, over or {}), list(overrides))
         raw.setdefault("train", {})["run_dir"] = str(out / name)
         where = f"{path} (model '{name}')"
         cfg = configs[name] = from_dict(raw, where)
@@ -82,13 +76,6 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()
             raise NmtError(f"'evaluate.split' in {path} is '{split}', which model '{name}' does "
                            f"not name in 'data.splits' (have: {', '.join(cfg.data.splits)})")
     return configs
-
-
-def _trained(run: Path, cfg_text: str) -> bool:
-    """Finished with exactly this config (a changed config means the old run is stale)."""
-    saved = run / "config.yaml"
-    return ((run / "trained.json").is_file() and saved.is_file()
-            and saved.read_text(encoding="utf-8") == cfg_text)
 
 
 _stop = None  # in a worker process: set by the study when another model has failed
@@ -112,35 +99,33 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
     if _stop is not None and _stop.is_set():
         raise NmtError("not started: another model failed")
     cfg = from_dict(cfg_dict, where)
-    pipeline.LOG_TAG = name
-    pipeline.setup_logging()
-    run = Path(cfg.train.run_dir)
-    cfg_text = dump_yaml(cfg)
-    report = run / f"eval_{split}_beam{beam}"
-    if _trained(run, cfg_text):
-        log.info(f"study: {name} already trained in {run}, skipping training")
+    pipeline.setup_logging(tag=name)
+    run = RunDir(cfg.train.run_dir)
+    report = run.report(split, beam)
+    # finished with exactly this config (a changed config means the old run is stale)
+    if run.trained_reason() is not None and run.same_config(cfg):
+        log.info(f"study: {name} already trained in {run.path}, skipping training")
     else:
-        saved = run / "config.yaml"
-        resume = (saved.is_file() and saved.read_text(encoding="utf-8") == cfg_text
-                  and any(run.glob("checkpoints/step_*.pt")))
+        resume = run.same_config(cfg) and bool(run.step_checkpoints())
         log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
-        result = pipeline.train(cfg, resume=resume, overwrite=not resume)
+        result = pipeline.train(cfg, resume=resume, overwrite=not resume, log_tag=name,
+                                where=where)
         if result.interrupted:  # the checkpoint is kept: rerunning the study resumes it
             raise NmtError(f"training was {result.stop_reason}; rerun the study to resume it")
         if cfg.train.max_steps and result.stop_reason.startswith("reached max_minutes"):
             log.warning(f"study: {name} hit its time cap before its {cfg.train.max_steps}-step "
                         f"budget: this machine is slower than the study was planned for, so "
                         f"its results may differ from the README's")
-        atomic_write(run / "trained.json", json.dumps({"stop_reason": result.stop_reason}) + "\n")
+        run.mark_trained(result.stop_reason)
         (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
-        pipeline.evaluate(str(run), split=split, beam=beam, report_dir=str(report),
+        pipeline.evaluate(str(run.path), split=split, beam=beam, report_dir=str(report),
                           progress=False)
-    ck = load_checkpoint(resolve(run, prefer="latest"))  # the time of the whole run
-    stop = json.loads((run / "trained.json").read_text(encoding="utf-8"))["stop_reason"]
+    ck = load_checkpoint(run.checkpoint(prefer="latest"))  # the time of the whole run
     return {**load_scores(report), "params": ck["params"], "steps": ck["step"],
-            "stop_reason": stop, "train_seconds": ck["progress"]["train_seconds"]}
+            "stop_reason": run.trained_reason(),
+            "train_seconds": ck["progress"]["train_seconds"]}
 
 
 def budget(cfg) -> str:
@@ -157,13 +142,14 @@ def budget(cfg) -> str:
 
 
 def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -> Path:
+    """Train and evaluate every model of the study at `path`; write its report (study.md,
+    study.json, bleu_by_length.png) into the study directory, which is returned."""
     study = load_study(path)
     out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
     # every config is checked before any training
     configs = model_configs(study, path, out_dir, overrides)
     ev = study.get("evaluate") or {}
     split, beam = ev.get("split", "test"), ev.get("beam", 1)
-    workers = int(study.get("parallel", 1))
     for name, cfg in configs.items():
         log.info(f"study: {name}: {budget(cfg)}; the expected time is logged after its first "
                  f"{cfg.train.log_every} steps")
@@ -173,43 +159,55 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
         atomic_write(out_dir / "configs" / f"{name}.yaml", dump_yaml(cfg))
     jobs = {name: (name, to_dict(cfg), f"{path} (model '{name}')", split, beam)
             for name, cfg in configs.items()}
+    workers = int(study.get("parallel", 1))
     if workers > 1:
-        # RNN training uses one core well and two poorly: on a small machine, models side by
-        # side (one thread each, train.threads) finish sooner than one after another.
-        ctx = multiprocessing.get_context("spawn")
-        stop = ctx.Event()
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                 initargs=(stop,)) as pool:
-            # Longest budgets first, so the slowest model does not start last.
-            order = sorted(jobs, key=lambda n: (-configs[n].train.max_minutes,
-                                                -configs[n].train.max_steps))
-            futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
-            wait(futures.values(), return_when=FIRST_EXCEPTION)
-            failed = [f.exception() for f in futures.values()
-                      if f.done() and not f.cancelled() and f.exception()]
-            if failed:  # report the first failure now, not after the other models finish
-                # SIGTERM: a model still training saves a checkpoint and stops (the next run
-                # of the study resumes it). The executor has no public handle on its workers,
-                # and shutdown() forgets them, so they are taken first.
-                workers_now = list((getattr(pool, "_processes", None) or {}).values())
-                stop.set()
-                for f in futures.values():
-                    f.cancel()
-                for proc in workers_now:
-                    proc.terminate()
-                raise failed[0]
-            results = {name: futures[name].result() for name in jobs}
+        results = _run_side_by_side(jobs, configs, workers)
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
+    _write_report(study, path, out_dir, configs, results, split, beam)
+    return out_dir
+
+
+def _run_side_by_side(jobs: dict[str, tuple], configs: dict[str, Any], workers: int) -> dict:
+    """Each model in its own process, `workers` at a time; the first failure stops them all."""
+    # RNN training uses one core well and two poorly: on a small machine, models side by
+    # side (one thread each, train.threads) finish sooner than one after another.
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                             initargs=(stop,)) as pool:
+        # Longest budgets first, so the slowest model does not start last.
+        order = sorted(jobs, key=lambda n: (-configs[n].train.max_minutes,
+                                            -configs[n].train.max_steps))
+        futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
+        wait(futures.values(), return_when=FIRST_EXCEPTION)
+        failed = [f.exception() for f in futures.values()
+                  if f.done() and not f.cancelled() and f.exception()]
+        if failed:  # report the first failure now, not after the other models finish
+            # SIGTERM: a model still training saves a checkpoint and stops (the next run
+            # of the study resumes it). The executor has no public handle on its workers,
+            # and shutdown() forgets them, so they are taken first.
+            workers_now = list((getattr(pool, "_processes", None) or {}).values())
+            stop.set()
+            for f in futures.values():
+                f.cancel()
+            for proc in workers_now:
+                proc.terminate()
+            raise failed[0]
+        return {name: futures[name].result() for name in jobs}
+
+
+def _write_report(study: dict, path: str, out_dir: Path, configs: dict[str, Any],
+                  results: dict, split: str, beam: int) -> None:
+    """study.json, study.md and bleu_by_length.png, with paired tests against seq2seq."""
     # The fixed-vector model (seq2seq) first: it is the baseline of the paired tests.
     order = sorted(results, key=lambda n: configs[n].model.arch != "seq2seq")
-    comp = load_comparison([str(out_dir / n / f"eval_{split}_beam{beam}") for n in order], order)
+    comp = load_comparison([str(RunDir(out_dir / n).report(split, beam)) for n in order], order)
     paired(comp)
     results = {n: results[n] for n in order}
-    table = comparison_markdown(comp)
     atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
     summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
-               f"({split}, beam {beam})", "", table, "",
+               f"({split}, beam {beam})", "", comparison_markdown(comp), "",
                f"## Which models beat {order[0]} significantly (BLEU, paired bootstrap)", "",
                *verdicts(comp), "",
                "| model | params | steps | train minutes | BLEU | chrF |",
@@ -226,5 +224,3 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
     atomic_write(out_dir / "study.md", text)
     plot_bleu_by_length(results, out_dir / "bleu_by_length.png", tests=comp.tests or None,
                         title=f"BLEU by source length ({split})")
-    print(text)
-    return out_dir
