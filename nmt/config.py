@@ -6,8 +6,10 @@ before any work starts with one line naming the key, the file and what was expec
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import os
 import sys
 import types
 import typing
@@ -20,12 +22,17 @@ import yaml
 from nmt.errors import NmtError
 
 REQUIRED = dataclasses.MISSING
+RELATIVE_PATHS = ("a relative path resolves against the folder of the config file that sets it "
+                  "(with --set: against the working directory)")
 
 
 def opt(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
-        lo_open: bool = False, hi_open: bool = False) -> Any:
-    """A documented config field. `lo`/`hi` bound numbers (open bounds exclude the value)."""
-    meta = {"doc": doc, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open}
+        lo_open: bool = False, hi_open: bool = False, path: bool = False) -> Any:
+    """A documented config field. `lo`/`hi` bound numbers (open bounds exclude the value);
+    `path`: an input file or directory, relative to the folder of the config file setting it."""
+    if path:
+        doc += "; " + RELATIVE_PATHS
+    meta = {"doc": doc, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open, "path": path}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
     if dataclasses.is_dataclass(default):
@@ -57,8 +64,8 @@ class DataConfig:
     tgt_lang: str = opt("tgt", "target language key")
     hub_name: Optional[str] = opt(None, "hub dataset id, e.g. bentrevett/multi30k (source: hub)")
     hub_config: Optional[str] = opt(None, "hub dataset config name, e.g. fr-en for wmt14")
-    path: Optional[str] = opt(None, "directory holding the local files (source: local); relative "
-                                    "paths resolve against the working directory")
+    path: Optional[str] = opt(None, "directory holding the local files (source: local)",
+                              path=True)
     format: Literal["text", "tsv", "jsonl"] = opt(
         "text", "local format: text = SPLIT.SRC + SPLIT.TGT line-aligned files; tsv = SPLIT.tsv "
         "with columns named by the language keys (or src<TAB>tgt without header); jsonl = "
@@ -80,7 +87,8 @@ class DataConfig:
                           "`nmt train` (Dataset.map num_proc)", lo=1)
     prepared_dir: Optional[str] = opt(None, "where prepared (encoded, memory-mapped) corpora are "
                                             "cached; default $NMT_CACHE/prepared or "
-                                            "~/.cache/nmt/prepared")
+                                            "~/.cache/nmt/prepared (relative to the "
+                                            "working directory)")
 
 
 @dataclass
@@ -90,9 +98,11 @@ class VocabConfig:
     joint: bool = opt(True, "one vocabulary for source and target")
     character_coverage: float = opt(1.0, "sentencepiece character_coverage", lo=0.5, hi=1.0)
     model: Optional[str] = opt(None, "existing sentencepiece model to use instead of training one "
-                                     "(joint only)")
-    src_model: Optional[str] = opt(None, "existing source sentencepiece model (joint: false)")
-    tgt_model: Optional[str] = opt(None, "existing target sentencepiece model (joint: false)")
+                                     "(joint only)", path=True)
+    src_model: Optional[str] = opt(None, "existing source sentencepiece model (joint: false)",
+                                   path=True)
+    tgt_model: Optional[str] = opt(None, "existing target sentencepiece model (joint: false)",
+                                   path=True)
     max_sentences: int = opt(1000000, "at most this many training sentences feed subword training",
                              lo=1)
 
@@ -112,7 +122,8 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    run_dir: str = opt("runs/default", "run directory: config, subword models, checkpoints, logs")
+    run_dir: str = opt("runs/default", "run directory: config, subword models, checkpoints, "
+                                       "logs (relative to the working directory)")
     seed: int = opt(1, "seeds Python, NumPy and torch; also the batch shuffling")
     max_steps: int = opt(0, "stop after this many optimiser steps (0 = no limit)", lo=0)
     max_epochs: int = opt(0, "stop after this many epochs (0 = no limit)", lo=0)
@@ -157,7 +168,7 @@ class TrainConfig:
                          "file)")
     init_from: Optional[str] = opt(None, "fine-tune: start from the weights of this run directory "
                                          "(its best checkpoint) or checkpoint file, reusing its "
-                                         "subword models (vocab must match it)")
+                                         "subword models (vocab must match it)", path=True)
     init_optimizer: bool = opt(False, "with init_from: also continue its optimiser moments and "
                                       "schedule state (default: fresh ones)")
     tf32: bool = opt(True, "let CUDA fp32 matmuls and convolutions use TF32 tensor cores")
@@ -432,6 +443,64 @@ def read_yaml(path: Path, kind: str = "config") -> dict:
     return raw
 
 
+# ----------------------------------------------------------------------------------------------
+# Inheritance (`base:`) and paths relative to the config file
+
+def merge_sections(base: dict, over: dict) -> dict:
+    """`over` merged into a copy of `base`: mappings merge key by key (recursively), anything
+    else in `over` replaces what `base` holds."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        both = isinstance(v, dict) and isinstance(out.get(k), dict)
+        out[k] = merge_sections(out[k], v) if both else copy.deepcopy(v)
+    return out
+
+
+def path_keys() -> list[tuple[str, str]]:
+    """(section, key) of every input path a config file may set relative to its own folder."""
+    return [(s.name, f.name) for s in dataclasses.fields(Config)
+            for f in dataclasses.fields(_hints(Config)[s.name])
+            if f.metadata.get("path")]
+
+
+def _resolve_paths(raw: dict, folder: Path) -> None:
+    """Make the file's relative input paths absolute against `folder` (in place)."""
+    for section, key in path_keys():
+        node = raw.get(section)
+        value = node.get(key) if isinstance(node, dict) else None
+        if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+            node[key] = os.path.abspath(folder / value)
+
+
+def _bases(raw: dict, path: Path) -> list[str]:
+    bases = raw.pop("base", [])
+    bases = [bases] if isinstance(bases, str) else bases
+    if not isinstance(bases, list) or not all(isinstance(b, str) and b for b in bases):
+        raise NmtError(f"wrong type for 'base' in {path}: expected a config file path (relative "
+                       f"to {path}'s folder) or a list of them, got {raw.get('base', bases)!r}")
+    return bases
+
+
+def read_config_file(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
+    """The raw mapping of a config file over its `base` files: parents first (in the order
+    listed), the file's own keys win, mappings merge recursively, and a parent may have bases
+    of its own. Each file's relative input paths resolve against that file's folder."""
+    path = Path(path)
+    if path.resolve() in _chain:
+        names = " -> ".join(str(p) for p in (*_chain, path.resolve()))
+        raise NmtError(f"'base' in {path} makes a cycle of config files: {names}")
+    raw = read_yaml(path)
+    bases = _bases(raw, path)
+    _resolve_paths(raw, path.parent)
+    merged: dict = {}
+    for base in bases:
+        parent = path.parent / base
+        if not parent.is_file():
+            raise NmtError(f"base config file not found: {parent} (named by 'base' in {path})")
+        merged = merge_sections(merged, read_config_file(parent, (*_chain, path.resolve())))
+    return merge_sections(merged, raw)
+
+
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     """Apply `a.b.c=value` overrides (values parsed as YAML) to a raw config mapping."""
     valid = set(_all_keys(Config))
@@ -515,9 +584,11 @@ def from_dict(raw: dict, where: str, stored: bool = False) -> Config:
 
 def load_config(path: str | Path, overrides: list[str] | None = None,
                 stored: bool = False) -> Config:
-    """Load a YAML config, apply dotted overrides, and return the validated dataclasses."""
+    """Load a YAML config (over its `base` files), apply dotted overrides, and return the
+    validated dataclasses. A `stored` config (a run's RUN/config.yaml) is read as written: its
+    paths were resolved when the run was made."""
     path = Path(path)
-    raw = apply_overrides(read_yaml(path), overrides or [])
+    raw = apply_overrides(read_yaml(path) if stored else read_config_file(path), overrides or [])
     where = str(path) + (" (with --set overrides)" if overrides else "")
     return from_dict(raw, where, stored)
 
@@ -539,7 +610,15 @@ def docs_markdown() -> str:
              "Generated from the dataclasses in `nmt/config.py` by "
              "`python -m nmt.config --docs > docs/config.md`; a test fails when they drift.", "",
              "Keys marked *required* have no default. Override any key on the command line with "
-             "`--set section.key=value` (the value is parsed as YAML).", ""]
+             "`--set section.key=value` (the value is parsed as YAML).", "",
+             "A config file may start from others: `base: ../multi30k/rnnsearch.yaml` (or a list "
+             "of files), relative to the file's folder. The base files are read first, in order, "
+             "and the file's own keys win; sections merge key by key, and a base file may have a "
+             "`base` of its own. Input paths ("
+             + ", ".join(f"`{sec}.{key}`" for sec, key in path_keys())
+             + ") resolve against the folder of the file that sets them, `--set` values against the working directory, and the run stores them "
+             "resolved in RUN/config.yaml. Output paths (`train.run_dir`, `data.prepared_dir`) "
+             "stay relative to the working directory.", ""]
 
     def section(cls: type, prefix: str, title: str, skip: frozenset = frozenset()) -> None:
         lines.extend([f"## `{title}`", "", "| key | type | default | meaning |",

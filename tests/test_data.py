@@ -447,10 +447,9 @@ def test_ranks_get_disjoint_batches_of_equal_count(world):
     assert sum(len(s) for s in shards) == len(whole) - len(whole) % world
 
 
-def test_padding_no_worse_than_before_on_multi30k(multi30k, monkeypatch):
+def test_padding_no_worse_than_before_on_multi30k(multi30k):
     path = REPO / "configs" / "multi30k" / "rnnsearch_local.yaml"
     if path.is_file():
-        monkeypatch.chdir(REPO)  # the config's data.path is relative to the repository
         cfg = load_config(path, ["vocab.max_sentences=10000"])
     else:  # configs/multi30k/*.yaml are being written; the same data section inline
         cfg = make_config(data={"source": "local", "path": str(multi30k), "src_lang": "de",
