@@ -17,7 +17,7 @@ from typing import Optional
 from nmt.bootstrap import DEFAULT_SAMPLES, DEFAULT_SEED, SIGNIFICANCE
 from nmt.errors import NmtError
 from nmt.evaluate import HIGHER_IS_BETTER, SCORES_FILE, bucket_label, load_scores, paired_tests
-from nmt.report import (HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length)
+from nmt.report import HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length
 from nmt.run_dir import RunDir
 
 log = logging.getLogger("nmt")

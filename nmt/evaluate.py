@@ -21,8 +21,14 @@ import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
-from nmt.bootstrap import (DEFAULT_SAMPLES, DEFAULT_SEED, interval, paired_p_value,
-                           resample_counts, resampled_scores)
+from nmt.bootstrap import (
+    DEFAULT_SAMPLES,
+    DEFAULT_SEED,
+    interval,
+    paired_p_value,
+    resample_counts,
+    resampled_scores,
+)
 from nmt.errors import NmtError
 
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows

@@ -15,8 +15,7 @@ import torch
 from tqdm import tqdm
 
 from nmt.bootstrap import DEFAULT_SAMPLES
-from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_models,
-                            tokenizer_from_payload)
+from nmt.checkpoint import average_checkpoints, load_checkpoint, load_models, tokenizer_from_payload
 from nmt.config import Config, check_trainable, with_decode_options
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split, read_lines
@@ -24,8 +23,14 @@ from nmt.data.prepared import PreparedCorpus, prepared_corpus
 from nmt.data.tokenizer import Tokenizer
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
-from nmt.evaluate import (DEFAULT_METRICS, MeanScore, bucket_bounds, data_fingerprint,
-                          make_metric, score_report)
+from nmt.evaluate import (
+    DEFAULT_METRICS,
+    MeanScore,
+    bucket_bounds,
+    data_fingerprint,
+    make_metric,
+    score_report,
+)
 from nmt.files import atomic_write
 from nmt.finetune import init_optimizer, init_weights, load_parent
 from nmt.models import NMTModel, build_model
@@ -517,8 +522,13 @@ def _write_alignments(out: list[Translation], lines: list[str], tok, output_path
     """FILE.align: Pharaoh `src-tgt` word links per line; FILE.align.json: soft word alignments."""
     import json
 
-    from nmt.alignment import (hard_alignment, pharaoh, word_attention, word_index_by_decoding,
-                               word_index_by_words)
+    from nmt.alignment import (
+        hard_alignment,
+        pharaoh,
+        word_attention,
+        word_index_by_decoding,
+        word_index_by_words,
+    )
     from nmt.data.tokenizer import UNK
 
     hard, soft = [], []

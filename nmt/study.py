@@ -18,13 +18,19 @@ from typing import Any, Optional
 
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint
-from nmt.config import (apply_overrides, check_trainable, dump_yaml, from_dict, merge_sections,
-                        read_yaml,
-                        to_dict)
+from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
+from nmt.config import (
+    apply_overrides,
+    check_trainable,
+    dump_yaml,
+    from_dict,
+    merge_sections,
+    read_yaml,
+    to_dict,
+)
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
-from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
 from nmt.report import plot_bleu_by_length
 from nmt.run_dir import RunDir
 

@@ -29,14 +29,20 @@ from nmt.checkpoint import load_checkpoint, model_payload, save_checkpoint, toke
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.data.batching import Batch, BucketBatcher
 from nmt.data.tokenizer import PAD, Tokenizer
-from nmt.distributed import (DistInfo, all_gather_objects, all_reduce_flag, all_reduce_max,
-                             all_reduce_sum_, barrier)
+from nmt.distributed import (
+    DistInfo,
+    all_gather_objects,
+    all_reduce_flag,
+    all_reduce_max,
+    all_reduce_sum_,
+    barrier,
+)
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.models.rnn import host_lengths
+from nmt.precision import autocast_for, cpu_has_bf16, resolve_precision, set_tf32  # noqa: F401
 from nmt.run_dir import RunDir
 from nmt.stopping import STOP_CODES, Stop, early_stop_reason, oom_advice, stop_decision
-from nmt.precision import autocast_for, cpu_has_bf16, resolve_precision, set_tf32  # noqa: F401
 
 log = logging.getLogger("nmt")
 # Validation extras (BLEU, chrF) are computed by a function the caller passes in, so training

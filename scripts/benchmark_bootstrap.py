@@ -83,8 +83,13 @@ def main() -> None:
     from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.significance import PairedTest
 
-    from nmt.evaluate import (DEFAULT_BUCKETS, make_metric, paired_tests, score_report,
-                              sentence_stats)
+    from nmt.evaluate import (
+        DEFAULT_BUCKETS,
+        make_metric,
+        paired_tests,
+        score_report,
+        sentence_stats,
+    )
 
     srcs, refs, hyp_a, hyp_b, name = corpus(a.n)
     t_stats, _ = timed(lambda: [sentence_stats(make_metric(m), hyp_a, refs)

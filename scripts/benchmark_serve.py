@@ -61,9 +61,9 @@ def nmt_translate(run: str, src: Path, out: Path) -> dict:
 
 def in_process_decode(run: str, lines: list[str]) -> dict:
     """What `nmt translate` spends decoding, without starting Python and loading the model."""
-    from nmt.api import Translator
-
     import torch
+
+    from nmt.api import Translator
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     t = Translator.load(run)

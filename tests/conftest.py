@@ -81,12 +81,13 @@ def multi30k() -> Path:
 def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 2-head Transformer trained for 40 steps on a synthetic corpus (a few seconds):
     shared by the API, server and browser tests, which compare against `nmt translate`."""
+    from dataclasses import replace
+
     import yaml
 
     from nmt import pipeline
     from nmt.config import SyntheticConfig, load_config
     from nmt.data.synthetic import write_corpus
-    from dataclasses import replace
 
     root = tmp_path_factory.mktemp("tiny_transformer")
     write_corpus(root / "corpus", replace(SyntheticConfig(), train=400, valid=20, test=20,

@@ -10,8 +10,16 @@ import torch
 import yaml
 
 from nmt import pipeline
-from nmt.alignment import (alignment_error_rate, hard_alignment, pharaoh, word_attention,
-                           word_index, word_index_by_decoding, word_index_by_words, words)
+from nmt.alignment import (
+    alignment_error_rate,
+    hard_alignment,
+    pharaoh,
+    word_attention,
+    word_index,
+    word_index_by_decoding,
+    word_index_by_words,
+    words,
+)
 from nmt.checkpoint import load_model
 from nmt.config import SyntheticConfig, load_config
 from nmt.data.synthetic import generate_aligned

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 import nmt
 from nmt.checkpoint import step_checkpoints

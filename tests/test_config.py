@@ -13,8 +13,17 @@ import pytest
 
 from conftest import REPO, make_config
 from nmt import cli
-from nmt.config import (Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig,
-                        check_trainable, docs_markdown, load_config)
+from nmt.config import (
+    Config,
+    DataConfig,
+    DecodeConfig,
+    ModelConfig,
+    TrainConfig,
+    VocabConfig,
+    check_trainable,
+    docs_markdown,
+    load_config,
+)
 from nmt.errors import NmtError
 from nmt.models.rnnsearch import RNNSearchConfig
 

@@ -11,8 +11,7 @@ import sentencepiece as spm
 
 from conftest import REPO, make_config, tiny_pairs
 from nmt.config import DataConfig, VocabConfig, load_config
-from nmt.data import corpus
-from nmt.data import synthetic
+from nmt.data import corpus, synthetic
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split
 from nmt.data.prepared import prepared_corpus

@@ -9,8 +9,17 @@ import torch
 from torch import Tensor, nn
 
 from nmt.config import DecodeConfig, model_config
-from nmt.decode import (Hypothesis, Rules, Sampler, beam_search, decode_batch, greedy_search,
-                        max_lengths, score_ids, translate_ids)
+from nmt.decode import (
+    Hypothesis,
+    Rules,
+    Sampler,
+    beam_search,
+    decode_batch,
+    greedy_search,
+    max_lengths,
+    score_ids,
+    translate_ids,
+)
 from nmt.errors import NmtError
 from nmt.models import build_model
 from nmt.models.base import EncoderOut, NMTModel, State

@@ -10,13 +10,12 @@ import torch
 import torch.distributed as tdist
 import torch.multiprocessing as mp
 
+from conftest import make_config
 from nmt import distributed
 from nmt.data.batching import make_batch
 from nmt.distributed import DistInfo
 from nmt.errors import NmtError
 from nmt.models import build_model
-
-from conftest import make_config
 
 
 def _torchrun_env(monkeypatch, rank: int, world: int) -> None:

@@ -9,10 +9,17 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from nmt.errors import NmtError
 from nmt.bootstrap import resample_counts
-from nmt.evaluate import (DEFAULT_BUCKETS, bleu_by_length, bucket_bounds, corpus_scores,
-                          load_scores, paired_tests, score_report)
+from nmt.errors import NmtError
+from nmt.evaluate import (
+    DEFAULT_BUCKETS,
+    bleu_by_length,
+    bucket_bounds,
+    corpus_scores,
+    load_scores,
+    paired_tests,
+    score_report,
+)
 from nmt.report import format_scores, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -267,7 +267,10 @@ def test_parameter_counts():
     Vs = Vt = V
     E, H, L = 16, 32, 1
     # seq2seq, GRU, feed_context, maxout output of E units:
-    gru = lambda i, h: 3 * h * (i + h) + 2 * 3 * h     # W_ih, W_hh, b_ih, b_hh
+
+    def gru(i: int, h: int) -> int:
+        return 3 * h * (i + h) + 2 * 3 * h              # W_ih, W_hh, b_ih, b_hh
+
     seq2seq = (Vs * E + gru(E, H)                        # source embedding + encoder
                + H * L * H + L * H                       # s_0 = tanh(W c)
                + Vt * E + gru(E + H, H)                  # target embedding + decoder

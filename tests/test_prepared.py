@@ -2,7 +2,6 @@
 atomically; its batches cover every kept pair once per epoch, the same way run after run."""
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ import torch
 from conftest import REPO, make_config, tiny_pairs
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
-from nmt.config import dump_yaml, load_config
+from nmt.config import dump_yaml
 from nmt.data import prepared
 from nmt.data.prepared import corpus_key, ensure_prepared, open_prepared, prepared_corpus
 from nmt.errors import NmtError

@@ -6,6 +6,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import make_config
 from nmt import pipeline
 from nmt.checkpoint import load_model
 from nmt.cli import main
@@ -14,7 +15,6 @@ from nmt.data.corpus import load_split
 from nmt.models import build_model
 from nmt.models.quantize import quantize_int8
 from nmt.translate import translate_texts
-from conftest import make_config
 
 MODELS = {
     "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nmt.compare import compare_reports, load_comparison, paired, verdicts
 from nmt.errors import NmtError
 from nmt.evaluate import score_report
-from nmt.compare import compare_reports, load_comparison, paired, verdicts
 from nmt.report import bucket_table, plot_attention, plot_bleu_by_length, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

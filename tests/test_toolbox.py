@@ -11,8 +11,12 @@ import torch
 import yaml
 
 from nmt import pipeline
-from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_model, load_models,
-                            step_checkpoints)
+from nmt.checkpoint import (
+    load_checkpoint,
+    load_model,
+    load_models,
+    step_checkpoints,
+)
 from nmt.cli import main
 from nmt.config import DecodeConfig, SyntheticConfig, load_config, model_config
 from nmt.data.synthetic import write_corpus
