@@ -2,6 +2,7 @@
 
 `cli` and `study` call these; nothing below imports this module.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,9 +47,14 @@ COMPARED_SECTIONS = ("data", "vocab", "model")
 # Changing these would make a resumed run differ from the one it continues (batch order, optimiser
 # state, gradient scaler, the best score so far), so --resume refuses them; limits, logging,
 # validation frequency and lr may change.
-FIXED_TRAIN_KEYS = ("seed", "optimizer", "precision", "accum_steps", "schedule",
-                    "early_stop_metric")
-
+FIXED_TRAIN_KEYS = (
+    "seed",
+    "optimizer",
+    "precision",
+    "accum_steps",
+    "schedule",
+    "early_stop_metric",
+)
 
 
 class _AboveProgressBar(logging.StreamHandler):
@@ -94,8 +100,10 @@ def _resume_checkpoint(cfg: Config) -> Path:
     if old is not None:
         for section in COMPARED_SECTIONS:
             if getattr(old, section) != getattr(cfg, section):
-                raise NmtError(f"--resume: '{section}' in the config differs from the run in "
-                               f"{run.path} (data, vocab and model must stay as they were)")
+                raise NmtError(
+                    f"--resume: '{section}' in the config differs from the run in "
+                    f"{run.path} (data, vocab and model must stay as they were)"
+                )
         for key in FIXED_TRAIN_KEYS:
             was, now = getattr(old.train, key), getattr(cfg.train, key)
             if key == "precision" and "auto" in (was, now):
@@ -103,8 +111,10 @@ def _resume_checkpoint(cfg: Config) -> Path:
                 dev = resolve_device(cfg.train)
                 was, now = resolve_precision(was, dev), resolve_precision(now, dev)
             if was != now:
-                raise NmtError(f"--resume: 'train.{key}' is {now!r} but the run in {run.path} used "
-                               f"{was!r}; it cannot change when resuming")
+                raise NmtError(
+                    f"--resume: 'train.{key}' is {now!r} but the run in {run.path} used "
+                    f"{was!r}; it cannot change when resuming"
+                )
     return ckpt
 
 
@@ -114,15 +124,16 @@ def _check_run_dir(cfg: Config, overwrite: bool) -> None:
     if overwrite or run.is_empty():
         return
     if not run.same_config(cfg) or run.holds_run():
-        raise NmtError(f"run directory {run.path} already holds a run; pass --resume to continue "
-                       f"it or --overwrite to replace it")
+        raise NmtError(
+            f"run directory {run.path} already holds a run; pass --resume to continue "
+            f"it or --overwrite to replace it"
+        )
 
 
 def describe_precision(cfg: Config, device: torch.device) -> str:
     p = resolve_precision(cfg.train.precision, device)
     if cfg.train.precision == "auto":
-        return f"auto: {p} on {device.type}" + (
-            "" if p == "fp32" else " (autocast)")
+        return f"auto: {p} on {device.type}" + ("" if p == "fp32" else " (autocast)")
     if p == "fp32":
         return f"fp32 on {device.type}"
     note = ""
@@ -133,19 +144,24 @@ def describe_precision(cfg: Config, device: torch.device) -> str:
 
 def _valid_batches(cfg: Config, tok, src: list[str], tgt: list[str]) -> list:
     s, t = tok.encode_src(src), tok.encode_tgt(tgt)
-    b = BucketBatcher.from_lists(s, t, cfg.data.batch_tokens, cfg.data.batch_size, seed=0,
-                                 prefetch=0)
+    b = BucketBatcher.from_lists(
+        s, t, cfg.data.batch_tokens, cfg.data.batch_size, seed=0, prefetch=0
+    )
     return [b.batch(ix) for ix in b.epoch(0)]
 
 
-def _greedy_scorer(cfg: Config, tok, src: list[str], ref: list[str],
-                   device: torch.device) -> Callable[[NMTModel], dict]:
+def _greedy_scorer(
+    cfg: Config, tok, src: list[str], ref: list[str], device: torch.device
+) -> Callable[[NMTModel], dict]:
     """Validation BLEU and chrF: greedy, exactly what `nmt evaluate --beam 1` computes."""
+
     def score(model: NMTModel) -> dict:
         with decoding_autocast(cfg, device):
-            _, sc = score_texts(model, tok, src, ref, cfg.decode, beam=1,
-                                bounds=cfg.eval.buckets, device=device)
+            _, sc = score_texts(
+                model, tok, src, ref, cfg.decode, beam=1, bounds=cfg.eval.buckets, device=device
+            )
         return {"bleu": sc["bleu"], "chrf": sc["chrf"]}
+
     return score
 
 
@@ -158,9 +174,11 @@ def _batch_stats(batcher: BucketBatcher) -> str:
     ls, lt = batcher.src_len[order], batcher.tgt_len[order] + 1
     slots = (sizes * (np.maximum.reduceat(ls, starts) + np.maximum.reduceat(lt, starts))).sum()
     real = ls.sum() + lt.sum()
-    return (f"batches per epoch: {len(batches)}, mean {lt.sum() / len(batches):.0f} target "
-            f"tokens and {sizes.mean():.1f} sentences per batch, padding "
-            f"{100 * (1 - real / slots):.1f}%")
+    return (
+        f"batches per epoch: {len(batches)}, mean {lt.sum() / len(batches):.0f} target "
+        f"tokens and {sizes.mean():.1f} sentences per batch, padding "
+        f"{100 * (1 - real / slots):.1f}%"
+    )
 
 
 def data_report(cfg: Config, progress: bool = False, where: str = "the config") -> str:
@@ -170,12 +188,14 @@ def data_report(cfg: Config, progress: bool = False, where: str = "the config") 
     tok = corpus.tokenizer
     batcher = corpus.batcher(cfg.data, cfg.train.seed)
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
-    lines = [corpus.summary(),
-             f"subwords: {cfg.vocab.type}, {'joint' if tok.joint else 'separate'} vocabulary, "
-             f"source {tok.src_vocab_size} / target {tok.tgt_vocab_size} pieces",
-             f"train tokens (kept pairs): source {int(batcher.src_len.sum())}, target "
-             f"{int(batcher.tgt_len.sum()) + len(batcher)} (with EOS)",
-             _batch_stats(batcher)]
+    lines = [
+        corpus.summary(),
+        f"subwords: {cfg.vocab.type}, {'joint' if tok.joint else 'separate'} vocabulary, "
+        f"source {tok.src_vocab_size} / target {tok.tgt_vocab_size} pieces",
+        f"train tokens (kept pairs): source {int(batcher.src_len.sum())}, target "
+        f"{int(batcher.tgt_len.sum()) + len(batcher)} (with EOS)",
+        _batch_stats(batcher),
+    ]
     for role in cfg.data.splits:
         if role != "train":
             src, _ = load_split(cfg.data, role)
@@ -195,9 +215,13 @@ def _training_corpus(cfg: Config, rank: int, ckpt_tok, parent_tok=None) -> Prepa
         barrier()
         corpus = prepared_corpus(cfg, tokenizer=parent_tok)
     if ckpt_tok is not None and (ckpt_tok.src_proto, ckpt_tok.tgt_proto) != (
-            corpus.tokenizer.src_proto, corpus.tokenizer.tgt_proto):
-        raise NmtError(f"--resume: the prepared corpus {corpus.path} was encoded with other "
-                       f"subword models than the run's checkpoint; delete it to re-prepare")
+        corpus.tokenizer.src_proto,
+        corpus.tokenizer.tgt_proto,
+    ):
+        raise NmtError(
+            f"--resume: the prepared corpus {corpus.path} was encoded with other "
+            f"subword models than the run's checkpoint; delete it to re-prepare"
+        )
     return corpus
 
 
@@ -208,8 +232,13 @@ class TrainResult:
     interrupted: bool  # stopped by SIGINT/SIGTERM: checkpointed, but not finished
 
 
-def train(cfg: Config, overwrite: bool = False, resume: bool = False, log_tag: str = "",
-          where: str = "the config") -> TrainResult:
+def train(
+    cfg: Config,
+    overwrite: bool = False,
+    resume: bool = False,
+    log_tag: str = "",
+    where: str = "the config",
+) -> TrainResult:
     """Train a model from a config (or continue it with resume); `log_tag` marks its log lines,
     `where` names the config in errors."""
     check_trainable(cfg, where)
@@ -234,8 +263,9 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False, log_tag: s
         # the same ones), never with new ones trained on the new data.
         corpus = _training_corpus(cfg, dist.rank, tok, tok if cfg.train.init_from else None)
         valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
-        model = build_model(cfg.model, corpus.tokenizer.src_vocab_size,
-                            corpus.tokenizer.tgt_vocab_size)
+        model = build_model(
+            cfg.model, corpus.tokenizer.src_vocab_size, corpus.tokenizer.tgt_vocab_size
+        )
         run = RunDir(cfg.train.run_dir)
         if dist.rank == 0:
             run.create(cfg, overwrite=overwrite and not resume)
@@ -247,7 +277,7 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False, log_tag: s
             trainer.resume(ckpt_path)
         trainer.train()
         if cfg.train.average_last and dist.rank == 0 and not trainer.interrupted:
-            steps = run.step_checkpoints()[-cfg.train.average_last:]
+            steps = run.step_checkpoints()[-cfg.train.average_last :]
             average_checkpoints(steps, run.averaged)
             log.info(f"averaged the last {len(steps)} checkpoint(s) into {run.averaged}")
         barrier()  # an interrupted run exits non-zero: no rank may leave before rank 0 saved
@@ -256,8 +286,15 @@ def train(cfg: Config, overwrite: bool = False, resume: bool = False, log_tag: s
         cleanup()
 
 
-def _trainer(cfg: Config, corpus: PreparedCorpus, valid: Optional[tuple[list[str], list[str]]],
-             model: NMTModel, run: RunDir, dist, parent) -> Trainer:
+def _trainer(
+    cfg: Config,
+    corpus: PreparedCorpus,
+    valid: Optional[tuple[list[str], list[str]]],
+    model: NMTModel,
+    run: RunDir,
+    dist,
+    parent,
+) -> Trainer:
     """The trainer of a run, its starting weights (a fine-tuned run's parent) in place."""
     tok = corpus.tokenizer
     log.info(corpus.stats.line())
@@ -265,10 +302,13 @@ def _trainer(cfg: Config, corpus: PreparedCorpus, valid: Optional[tuple[list[str
     if parent:
         init_weights(model, parent)
     log.info(f"model {cfg.model.arch}: {model.num_parameters():,} trainable parameters")
-    log.info(f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
-             f"{torch.get_num_threads()} threads; {dist.world} process(es)")
-    batcher = corpus.batcher(cfg.data, cfg.train.seed, dist.rank, dist.world,
-                             pin=dist.device.type == "cuda")
+    log.info(
+        f"precision: {describe_precision(cfg, dist.device)}; device {dist.device}; "
+        f"{torch.get_num_threads()} threads; {dist.world} process(es)"
+    )
+    batcher = corpus.batcher(
+        cfg.data, cfg.train.seed, dist.rank, dist.world, pin=dist.device.type == "cuda"
+    )
     score_fn, valid_batches = None, []
     if valid is not None and dist.rank == 0:
         valid_batches = _valid_batches(cfg, tok, *valid)
@@ -284,8 +324,9 @@ def decoding_device(device: Optional[str], cfg: Config) -> torch.device:
     """`--device` if given (checked), else the device the run trained on where this machine has
     it (a run trained on CUDA decodes on the CPU of a machine without a GPU)."""
     if device is None:
-        return torch.device("cuda" if cfg.train.device != "cpu" and torch.cuda.is_available()
-                            else "cpu")
+        return torch.device(
+            "cuda" if cfg.train.device != "cpu" and torch.cuda.is_available() else "cpu"
+        )
     try:
         dev = torch.device(device)
     except RuntimeError:
@@ -305,8 +346,9 @@ def decoding_autocast(cfg: Config, device: torch.device):
     return autocast_for(decode_precision(cfg.train.precision, device), device)
 
 
-def _load_for_decoding(target: str | list[str], device: Optional[str],
-                       overrides: Optional[dict], int8: bool = False):
+def _load_for_decoding(
+    target: str | list[str], device: Optional[str], overrides: Optional[dict], int8: bool = False
+):
     """A checkpoint's (or, for several, an ensemble's) config, model, tokenizer and meta, with
     command-line decode settings checked as the config's; meta["device"] is the model's device."""
     if int8:
@@ -320,15 +362,26 @@ def _load_for_decoding(target: str | list[str], device: Optional[str],
     return with_decode_options(cfg, overrides or {}), model, tok, meta
 
 
-def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Optional[str] = None,
-             ref_file: Optional[str] = None, beam: Optional[int] = None,
-             report_dir: Optional[str] = None, buckets: Optional[list[int]] = None,
-             attention_plots: int = 0, attn_layer: int = -1, attn_head: Optional[int] = None,
-             device: Optional[str] = None, progress: bool = True,
-             overrides: Optional[dict] = None, int8: bool = False,
-             metrics: tuple[str, ...] = DEFAULT_METRICS, bootstrap: int = DEFAULT_SAMPLES,
-             comet_model: Optional[str] = None, verbose: bool = False
-             ) -> tuple[dict, Path]:
+def evaluate(
+    target: str | list[str],
+    split: Optional[str] = None,
+    src_file: Optional[str] = None,
+    ref_file: Optional[str] = None,
+    beam: Optional[int] = None,
+    report_dir: Optional[str] = None,
+    buckets: Optional[list[int]] = None,
+    attention_plots: int = 0,
+    attn_layer: int = -1,
+    attn_head: Optional[int] = None,
+    device: Optional[str] = None,
+    progress: bool = True,
+    overrides: Optional[dict] = None,
+    int8: bool = False,
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    bootstrap: int = DEFAULT_SAMPLES,
+    comet_model: Optional[str] = None,
+    verbose: bool = False,
+) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots.
     Scores get 95% bootstrap intervals from `bootstrap` resamples (0: none); `comet_model`, a
     local COMET checkpoint, adds COMET (unbabel-comet must be installed)."""
@@ -343,52 +396,98 @@ def evaluate(target: str | list[str], split: Optional[str] = None, src_file: Opt
     model.set_attention_view(attn_layer, attn_head)
     k = cfg.decode.beam if beam is None else beam
     what = test_set["split"] or f"{src_file} / {ref_file}"
-    log.info(f"evaluating {meta['path']} (step {meta['step']}) on {what}: {len(srcs)} "
-             f"sentences, beam {k}")
+    log.info(
+        f"evaluating {meta['path']} (step {meta['step']}) on {what}: {len(srcs)} "
+        f"sentences, beam {k}"
+    )
     with decoding_autocast(cfg, device):
-        out = translate_texts(model, tok, srcs, cfg.decode, beam=k, nbest=1, device=device,
-                              progress=progress, return_attn=attention_plots > 0)
+        out = translate_texts(
+            model,
+            tok,
+            srcs,
+            cfg.decode,
+            beam=k,
+            nbest=1,
+            device=device,
+            progress=progress,
+            return_attn=attention_plots > 0,
+        )
     hyps = [t.text for t in out]
     extra = None
     if comet_model:
         from nmt.comet import comet_scores
-        extra = {"comet": (MeanScore(f"comet:{comet_model}"),
-                           comet_scores(comet_model, srcs, hyps, refs,
-                                        gpus=int(str(device).startswith("cuda"))))}
+
+        extra = {
+            "comet": (
+                MeanScore(f"comet:{comet_model}"),
+                comet_scores(
+                    comet_model, srcs, hyps, refs, gpus=int(str(device).startswith("cuda"))
+                ),
+            )
+        }
     scores = score_report(srcs, hyps, refs, bounds, metrics, n_samples=bootstrap, extra=extra)
-    test_set.update({"n": len(srcs), "src_words": sum(len(s.split()) for s in srcs),
-                     "ref_words": sum(len(r.split()) for r in refs),
-                     "sha256": data_fingerprint(srcs, refs)})
-    scores.update({"beam": k, "checkpoint": meta["path"], "step": meta["step"],
-                   "split": test_set["split"], "test_set": test_set})
+    test_set.update(
+        {
+            "n": len(srcs),
+            "src_words": sum(len(s.split()) for s in srcs),
+            "ref_words": sum(len(r.split()) for r in refs),
+            "sha256": data_fingerprint(srcs, refs),
+        }
+    )
+    scores.update(
+        {
+            "beam": k,
+            "checkpoint": meta["path"],
+            "step": meta["step"],
+            "split": test_set["split"],
+            "test_set": test_set,
+        }
+    )
     run = RunDir.of_checkpoint(meta["path"])
     members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
-    report = (Path(report_dir) if report_dir
-              else run.report(name, k, f"{members}{'_int8' if int8 else ''}"))
+    report = (
+        Path(report_dir)
+        if report_dir
+        else run.report(name, k, f"{members}{'_int8' if int8 else ''}")
+    )
     ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
-    model_name = (f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}"
-                  f"{', int8' if int8 else ''})")
-    write_report(report, scores, hyps, srcs=srcs, refs=refs, name=model_name,
-                 title=f"BLEU by source length: {what}, {len(srcs)} sentences")
+    model_name = (
+        f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}"
+        f"{', int8' if int8 else ''})"
+    )
+    write_report(
+        report,
+        scores,
+        hyps,
+        srcs=srcs,
+        refs=refs,
+        name=model_name,
+        title=f"BLEU by source length: {what}, {len(srcs)} sentences",
+    )
     if attention_plots:
         view = _attention_view(cfg, model, attn_layer, attn_head)
         _attention_plots(out, srcs, tok, report, attention_plots, f"{model_name}, {view}")
     return scores, report
 
 
-def _eval_set(cfg: Config, split: Optional[str], src_file: Optional[str],
-              ref_file: Optional[str]) -> tuple[list[str], list[str], str, dict]:
+def _eval_set(
+    cfg: Config, split: Optional[str], src_file: Optional[str], ref_file: Optional[str]
+) -> tuple[list[str], list[str], str, dict]:
     """Sources, references, the report's name for them and the scores' `test_set` record."""
     if src_file or ref_file:
         if not (src_file and ref_file):
             raise NmtError("--src and --ref must be given together")
         srcs, refs = read_lines(src_file), read_lines(ref_file)
         if len(srcs) != len(refs):
-            raise NmtError(f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has "
-                           f"{len(refs)}")
+            raise NmtError(
+                f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has {len(refs)}"
+            )
         name = f"file_{Path(src_file).stem}"  # never the directory of a split's report
-        test_set = {"split": None, "src_file": str(Path(src_file).resolve()),
-                    "ref_file": str(Path(ref_file).resolve())}
+        test_set = {
+            "split": None,
+            "src_file": str(Path(src_file).resolve()),
+            "ref_file": str(Path(ref_file).resolve()),
+        }
     else:
         name = split or cfg.eval.split
         srcs, refs = load_split(cfg.data, name)
@@ -398,8 +497,9 @@ def _eval_set(cfg: Config, split: Optional[str], src_file: Optional[str],
     return srcs, refs, name, test_set
 
 
-def _check_eval_options(bounds: list[int], metrics: tuple[str, ...],
-                        comet_model: Optional[str]) -> None:
+def _check_eval_options(
+    bounds: list[int], metrics: tuple[str, ...], comet_model: Optional[str]
+) -> None:
     bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
     for m in metrics:
         make_metric(m)  # so does a bad --metrics
@@ -422,12 +522,14 @@ def _attention_view(cfg: Config, model: NMTModel, layer: int, head: Optional[int
     if layers == 1 and heads == 1:
         return "attention"
     shown = layer % layers + 1
-    return (f"cross-attention layer {shown}/{layers}, "
-            + ("mean of heads" if head is None else f"head {head + 1}/{heads}"))
+    return f"cross-attention layer {shown}/{layers}, " + (
+        "mean of heads" if head is None else f"head {head + 1}/{heads}"
+    )
 
 
-def _attention_plots(out: list[Translation], srcs: list[str], tok, report: Path, n: int,
-                     what: str) -> None:
+def _attention_plots(
+    out: list[Translation], srcs: list[str], tok, report: Path, n: int, what: str
+) -> None:
     """Heatmaps of the first n sentences, labelled with what the reader typed: each source
     piece's own input text (an unknown word keeps its spelling), target pieces without the
     word-boundary marker."""
@@ -442,13 +544,17 @@ def _attention_plots(out: list[Translation], srcs: list[str], tok, report: Path,
             continue
         text = srcs[i].lower() if tok.lowercase else srcs[i]
         pieces = t.src_pieces[:-1]  # the model's pieces (maybe truncated), then </s>
-        surf = surfaces(tok.src, text)[:len(pieces)]
+        surf = surfaces(tok.src, text)[: len(pieces)]
         surf = surf if len(surf) == len(pieces) else [""] * len(pieces)
         src = [s or display(p) or "\u00b7" for s, p in zip(surf, pieces)] + ["</s>"]
         tgt = [display(p) or "\u00b7" for p in tok.tgt_pieces(t.hyp.tokens)] + ["</s>"]
-        plot_attention(src, tgt, t.hyp.attn.float().cpu().numpy(),
-                       report / f"attention_{i + 1}.png",
-                       title=f"{what}\nsentence {i + 1}: {len(srcs[i].split())} words")
+        plot_attention(
+            src,
+            tgt,
+            t.hyp.attn.float().cpu().numpy(),
+            report / f"attention_{i + 1}.png",
+            title=f"{what}\nsentence {i + 1}: {len(srcs[i].split())} words",
+        )
         made += 1
     if made == 0:
         log.warning("--attention-plots: this model reports no attention (seq2seq has none)")
@@ -457,6 +563,7 @@ def _attention_plots(out: list[Translation], srcs: list[str], tok, report: Path,
 @dataclass
 class Session:
     """A loaded model (or ensemble) with its decoding settings, ready to translate lines."""
+
     cfg: Config
     model: NMTModel
     tok: Tokenizer
@@ -464,14 +571,28 @@ class Session:
     beam: int
     nbest: int
 
-    def translate(self, lines: list[str], where: str, progress: bool = False,
-                  prefixes: Optional[list[str]] = None,
-                  return_attn: bool = False) -> list[Translation]:
+    def translate(
+        self,
+        lines: list[str],
+        where: str,
+        progress: bool = False,
+        prefixes: Optional[list[str]] = None,
+        return_attn: bool = False,
+    ) -> list[Translation]:
         with decoding_autocast(self.cfg, self.meta["device"]):
-            return translate_texts(self.model, self.tok, lines, self.cfg.decode, beam=self.beam,
-                                   nbest=self.nbest, device=self.meta["device"],
-                                   progress=progress, where=where, prefixes=prefixes,
-                                   return_attn=return_attn)
+            return translate_texts(
+                self.model,
+                self.tok,
+                lines,
+                self.cfg.decode,
+                beam=self.beam,
+                nbest=self.nbest,
+                device=self.meta["device"],
+                progress=progress,
+                where=where,
+                prefixes=prefixes,
+                return_attn=return_attn,
+            )
 
     def output_lines(self, t: Translation, index: int) -> list[str]:
         """The text, or with nbest > 1 the lines `INDEX ||| HYPOTHESIS ||| SCORE`."""
@@ -480,9 +601,14 @@ class Session:
         return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
 
 
-def open_session(target: str | list[str], beam: Optional[int], nbest: int,
-                 device: Optional[str] = None, overrides: Optional[dict] = None,
-                 int8: bool = False) -> Session:
+def open_session(
+    target: str | list[str],
+    beam: Optional[int],
+    nbest: int,
+    device: Optional[str] = None,
+    overrides: Optional[dict] = None,
+    int8: bool = False,
+) -> Session:
     """Load checkpoint(s) for `nmt translate`, with command-line decode settings checked."""
     cfg, model, tok, meta = _load_for_decoding(target, device, overrides, int8)
     k = cfg.decode.beam if beam is None else beam
@@ -491,16 +617,25 @@ def open_session(target: str | list[str], beam: Optional[int], nbest: int,
     return Session(cfg, model, tok, meta, k, nbest)
 
 
-def translate(session: Session, lines: list[str], where: str, output_path: Optional[str],
-              prefix_path: Optional[str] = None, alignment: bool = False,
-              verbose: bool = False, progress: bool = False) -> int:
+def translate(
+    session: Session,
+    lines: list[str],
+    where: str,
+    output_path: Optional[str],
+    prefix_path: Optional[str] = None,
+    alignment: bool = False,
+    verbose: bool = False,
+    progress: bool = False,
+) -> int:
     """`nmt translate` of given lines (read by the CLI from `where`): one output line per input
     line, to `output_path` or stdout."""
     warn_unknown(session.tok, lines, where, verbose)
     prefixes = read_lines(prefix_path) if prefix_path else None
     if prefixes is not None and len(prefixes) != len(lines):
-        raise NmtError(f"--prefix {prefix_path} has {len(prefixes)} lines but the input has "
-                       f"{len(lines)}; expected one prefix line per input line")
+        raise NmtError(
+            f"--prefix {prefix_path} has {len(prefixes)} lines but the input has "
+            f"{len(lines)}; expected one prefix line per input line"
+        )
     out = session.translate(lines, where, progress, prefixes, return_attn=alignment)
     text = "".join(line + "\n" for i, t in enumerate(out) for line in session.output_lines(t, i))
     if alignment:
@@ -541,33 +676,47 @@ def _write_alignments(out: list[Translation], lines: list[str], tok, output_path
             raise NmtError("--alignment needs a model with attention (seq2seq has none)")
         src = [tok.src.piece_to_id(p) for p in t.src_pieces[:-1]]
         src_words = text.split()
-        src_index = word_index_by_words(src, [ids[:-1] for ids in tok.encode_src(src_words)],
-                                        UNK)
-        if src_index is None:                   # e.g. truncated: index the words decoded
+        src_index = word_index_by_words(src, [ids[:-1] for ids in tok.encode_src(src_words)], UNK)
+        if src_index is None:  # e.g. truncated: index the words decoded
             src_index = word_index_by_decoding(src, tok.src.decode)
             src_words = tok.src.decode(src).split()
-        a = word_attention(t.hyp.attn.float().numpy(), src_index,
-                           word_index_by_decoding(t.hyp.tokens,
-                                                  lambda ids: tok.decode_tgt([ids])[0]))
-        if not t.text.split():                  # nothing but unknown pieces came out
+        a = word_attention(
+            t.hyp.attn.float().numpy(),
+            src_index,
+            word_index_by_decoding(t.hyp.tokens, lambda ids: tok.decode_tgt([ids])[0]),
+        )
+        if not t.text.split():  # nothing but unknown pieces came out
             a = a[:0]
         hard.append(pharaoh(hard_alignment(a)))
-        soft.append({"src": src_words, "tgt": t.text.split(),
-                     "attention": [[round(float(x), 4) for x in row] for row in a]})
+        soft.append(
+            {
+                "src": src_words,
+                "tgt": t.text.split(),
+                "attention": [[round(float(x), 4) for x in row] for row in a],
+            }
+        )
     atomic_write(output_path + ".align", "".join(line + "\n" for line in hard))
-    atomic_write(output_path + ".align.json",
-                 "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in soft))
+    atomic_write(
+        output_path + ".align.json", "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in soft)
+    )
 
 
-def score(target: str | list[str], src_file: str, ref_file: str, output_path: Optional[str],
-          device: Optional[str] = None, overrides: Optional[dict] = None) -> int:
+def score(
+    target: str | list[str],
+    src_file: str,
+    ref_file: str,
+    output_path: Optional[str],
+    device: Optional[str] = None,
+    overrides: Optional[dict] = None,
+) -> int:
     """`nmt score`: one JSON line per (source, reference) pair with its model log-probs."""
     import json
 
     srcs, refs = read_lines(src_file), read_lines(ref_file)
     if len(srcs) != len(refs):
-        raise NmtError(f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has "
-                       f"{len(refs)}")
+        raise NmtError(
+            f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has {len(refs)}"
+        )
     cfg, model, tok, meta = _load_for_decoding(target, device, overrides)
     with decoding_autocast(cfg, meta["device"]):
         rows = score_pairs(model, tok, srcs, refs, cfg.decode, meta["device"], where=src_file)

@@ -28,9 +28,16 @@ def early_stop_reason(patience: int) -> str:
     return f"early stopping: no improvement in {patience} validations"
 
 
-def stop_decision(cfg: Config, *, step: int = 0, epoch: int = 0, signal: Optional[str] = None,
-                  minutes: Optional[float] = None, bad_validations: int = 0,
-                  bad_run: tuple[str, int] = ("nan", 0)) -> Optional[Stop]:
+def stop_decision(
+    cfg: Config,
+    *,
+    step: int = 0,
+    epoch: int = 0,
+    signal: Optional[str] = None,
+    minutes: Optional[float] = None,
+    bad_validations: int = 0,
+    bad_run: tuple[str, int] = ("nan", 0),
+) -> Optional[Stop]:
     """The reason to stop now, or None to go on.
 
     `step`: optimiser steps done; `epoch`: epochs done; `signal`: the name of a SIGINT/SIGTERM
@@ -42,9 +49,12 @@ def stop_decision(cfg: Config, *, step: int = 0, epoch: int = 0, signal: Optiona
     kind, n = bad_run
     if n >= t.max_bad_steps:
         if kind == "nan":
-            return Stop("failed", f"training diverged: {n} consecutive steps with a non-finite "
-                                  f"loss at step {step + 1}; lower 'train.lr' or use "
-                                  f"'train.precision: fp32'")
+            return Stop(
+                "failed",
+                f"training diverged: {n} consecutive steps with a non-finite "
+                f"loss at step {step + 1}; lower 'train.lr' or use "
+                f"'train.precision: fp32'",
+            )
         return Stop("failed", f"out of memory on {n} batches in a row: {oom_advice(cfg)}")
     if t.patience and bad_validations >= t.patience:
         return Stop("patience", early_stop_reason(t.patience))
@@ -60,5 +70,7 @@ def stop_decision(cfg: Config, *, step: int = 0, epoch: int = 0, signal: Optiona
 
 
 def oom_advice(cfg: Config) -> str:
-    return (f"lower 'data.batch_tokens' (now {cfg.data.batch_tokens}) or use "
-            f"'train.accum_steps' for the same batch size")
+    return (
+        f"lower 'data.batch_tokens' (now {cfg.data.batch_tokens}) or use "
+        f"'train.accum_steps' for the same batch size"
+    )

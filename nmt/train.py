@@ -4,6 +4,7 @@ A plain loop over deterministic token-budget batches. Everything that decides wh
 (step, epoch, position in the epoch, RNG states, optimiser, schedule, best score, patience) is in
 the checkpoint, so a resumed run continues bit-for-bit like an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -65,9 +66,12 @@ def rng_state(device: torch.device = torch.device("cpu")) -> dict:
     """This process's generators; on CUDA only its own device's (a list of states for all
     visible GPUs could not be restored on a machine with fewer)."""
     st = np.random.get_state()
-    return {"python": random.getstate(), "numpy": [st[0], st[1].tolist(), st[2], st[3], st[4]],
-            "torch": torch.get_rng_state(),
-            "cuda": [torch.cuda.get_rng_state(device)] if device.type == "cuda" else []}
+    return {
+        "python": random.getstate(),
+        "numpy": [st[0], st[1].tolist(), st[2], st[3], st[4]],
+        "torch": torch.get_rng_state(),
+        "cuda": [torch.cuda.get_rng_state(device)] if device.type == "cuda" else [],
+    }
 
 
 def set_rng_state(st: dict, device: torch.device = torch.device("cpu")) -> None:
@@ -124,8 +128,13 @@ class Schedule:
 
 def loss_fn(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
     """Summed token cross-entropy in fp32 (padding ignored)."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), target.reshape(-1),
-                           ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+    return F.cross_entropy(
+        logits.float().reshape(-1, logits.size(-1)),
+        target.reshape(-1),
+        ignore_index=PAD,
+        label_smoothing=smoothing,
+        reduction="sum",
+    )
 
 
 def resolve_device(cfg: TrainConfig) -> torch.device:
@@ -138,8 +147,9 @@ def resolve_device(cfg: TrainConfig) -> torch.device:
 
 def strict_json(row: dict) -> str:
     """One metrics line as strict JSON: a non-finite number (NaN, inf) is written as null."""
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-             for k, v in row.items()}
+    clean = {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()
+    }
     return json.dumps(clean, allow_nan=False)
 
 
@@ -176,6 +186,7 @@ class Pace:
 @dataclass
 class LogWindow:
     """Running sums between two training log lines (tokens are those of all ranks)."""
+
     start: float = field(default_factory=time.time)
     tokens: float = 0.0
     loss: float = 0.0
@@ -191,15 +202,24 @@ class LogWindow:
     def row(self, step: int, epoch: int, out: dict, peak_mem_mb: float) -> dict:
         """The metrics.jsonl row of this window, ending with the step that returned `out`."""
         loss = self.loss / self.tokens
-        return {"step": step, "split": "train", "epoch": epoch + 1, "loss": loss,
-                "ppl": math.exp(min(loss, 50)), "tok_s": self.tokens / (time.time() - self.start),
-                "padding": self.padding / self.batches, "lr": out["lr"],
-                "grad_norm": float(out["grad_norm"]), "peak_mem_mb": peak_mem_mb}
+        return {
+            "step": step,
+            "split": "train",
+            "epoch": epoch + 1,
+            "loss": loss,
+            "ppl": math.exp(min(loss, 50)),
+            "tok_s": self.tokens / (time.time() - self.start),
+            "padding": self.padding / self.batches,
+            "lr": out["lr"],
+            "grad_norm": float(out["grad_norm"]),
+            "peak_mem_mb": peak_mem_mb,
+        }
 
 
 @dataclass
 class Progress:
     """What a checkpoint needs to continue exactly where training stopped."""
+
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0
@@ -212,9 +232,17 @@ class Progress:
 
 
 class Trainer:
-    def __init__(self, cfg: Config, model: NMTModel, tokenizer: Tokenizer, batcher: BucketBatcher,
-                 valid_batches: list[Batch], run_dir: Path, dist: DistInfo,
-                 score_fn: Optional[ScoreFn] = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        model: NMTModel,
+        tokenizer: Tokenizer,
+        batcher: BucketBatcher,
+        valid_batches: list[Batch],
+        run_dir: Path,
+        dist: DistInfo,
+        score_fn: Optional[ScoreFn] = None,
+    ) -> None:
         self.cfg, self.tc = cfg, cfg.train
         self.tokenizer, self.batcher, self.valid_batches = tokenizer, batcher, valid_batches
         self.run, self.dist, self.score_fn = RunDir(run_dir), dist, score_fn
@@ -229,18 +257,27 @@ class Trainer:
             seed_everything(rank_seed(self.tc.seed, dist.rank))
             # The only buffers are constant (the sinusoid table): nothing to broadcast per step.
             ddp = torch.nn.parallel.DistributedDataParallel
-            no_sync = ({"forward_sync_buffers": False}  # its newer name (torch >= 2.12)
-                       if "forward_sync_buffers" in inspect.signature(ddp).parameters
-                       else {"broadcast_buffers": False})
-            self.net = ddp(self.net, device_ids=[dist.local_rank] if self.device.type == "cuda"
-                           else None, **no_sync)
+            no_sync = (
+                {"forward_sync_buffers": False}  # its newer name (torch >= 2.12)
+                if "forward_sync_buffers" in inspect.signature(ddp).parameters
+                else {"broadcast_buffers": False}
+            )
+            self.net = ddp(
+                self.net,
+                device_ids=[dist.local_rank] if self.device.type == "cuda" else None,
+                **no_sync,
+            )
         if self.tc.compile:
             # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
             self.net = torch.compile(self.net)
         opt_cls = torch.optim.AdamW if self.tc.optimizer == "adamw" else torch.optim.Adam
-        self.opt = opt_cls(self.model.parameters(), lr=self.tc.lr, betas=tuple(self.tc.betas),
-                           weight_decay=self.tc.weight_decay,
-                           fused=True if self.device.type == "cuda" else None)
+        self.opt = opt_cls(
+            self.model.parameters(),
+            lr=self.tc.lr,
+            betas=tuple(self.tc.betas),
+            weight_decay=self.tc.weight_decay,
+            fused=True if self.device.type == "cuda" else None,
+        )
         self.sched = Schedule(self.tc)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.autocast = autocast_for(self.precision, self.device)
@@ -278,12 +315,19 @@ class Trainer:
     def checkpoint_payload(self, rank_rngs: Optional[list] = None) -> dict:
         self._tick()
         rngs = rank_rngs or [rng_state(self.device)]
-        return {"config": to_dict(self.cfg), "model": model_payload(self.net),
-                "optimizer": self.opt.state_dict(), "schedule": self.sched.state_dict(),
-                "scaler": self.scaler.state_dict(), "progress": vars(self.p).copy(),
-                "step": self.p.step, "rng": rngs[0], "rng_ranks": rngs,
-                "tokenizer": tokenizer_payload(self.tokenizer),
-                "params": self.model.num_parameters()}
+        return {
+            "config": to_dict(self.cfg),
+            "model": model_payload(self.net),
+            "optimizer": self.opt.state_dict(),
+            "schedule": self.sched.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "progress": vars(self.p).copy(),
+            "step": self.p.step,
+            "rng": rngs[0],
+            "rng_ranks": rngs,
+            "tokenizer": tokenizer_payload(self.tokenizer),
+            "params": self.model.num_parameters(),
+        }
 
     def gather_rngs(self) -> list:
         """Every rank's generator states (a collective: all ranks call it)."""
@@ -307,8 +351,9 @@ class Trainer:
         try:
             self.model.load_state_dict(ck["model"])
         except RuntimeError:
-            raise NmtError(f"checkpoint {path} does not fit this model (architecture or "
-                           f"vocabulary changed?)") from None
+            raise NmtError(
+                f"checkpoint {path} does not fit this model (architecture or vocabulary changed?)"
+            ) from None
         self.opt.load_state_dict(ck["optimizer"])
         self.sched.load_state_dict(ck["schedule"])
         self.scaler.load_state_dict(ck["scaler"])
@@ -318,10 +363,14 @@ class Trainer:
             set_rng_state(rngs[self.dist.rank], self.device)
         else:  # more ranks than the run had: a fresh stream for this rank, moved on by the step
             seed_everything(rank_seed(self.tc.seed, self.dist.rank) + self.p.step)
-            log.warning(f"rank {self.dist.rank}: the checkpoint holds generator states for "
-                        f"{len(rngs)} rank(s); this rank starts a new one")
-        log.info(f"resumed from {path} at step {self.p.step} (epoch {self.p.epoch + 1}, "
-                 f"batch {self.p.batch_in_epoch})")
+            log.warning(
+                f"rank {self.dist.rank}: the checkpoint holds generator states for "
+                f"{len(rngs)} rank(s); this rank starts a new one"
+            )
+        log.info(
+            f"resumed from {path} at step {self.p.step} (epoch {self.p.epoch + 1}, "
+            f"batch {self.p.batch_in_epoch})"
+        )
 
     # ---------------------------------------------------------------- signals
     def _on_signal(self, signum: int, _frame: Any) -> None:
@@ -373,7 +422,8 @@ class Trainer:
             return {"oom": True, "tokens": sum(b.n_slots for b in batches)}
         self.scaler.unscale_(self.opt)
         gnorm = torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.tc.clip_grad if self.tc.clip_grad > 0 else float("inf"))
+            self.model.parameters(), self.tc.clip_grad if self.tc.clip_grad > 0 else float("inf")
+        )
         total_loss, bad_loss, bad_grad, n_tok = self._read_step(loss_sum, gnorm, n_all, n_local)
         if bad_loss or bad_grad:
             self.opt.zero_grad(set_to_none=True)
@@ -384,8 +434,13 @@ class Trainer:
         self.opt.step()  # (unscaled above; the finite check above replaces scaler.step's)
         self.scaler.update()
         self.opt.zero_grad(set_to_none=True)
-        return {"loss": total_loss / n_tok, "loss_sum": total_loss, "tokens": n_tok, "lr": lr,
-                "grad_norm": gnorm.detach()}
+        return {
+            "loss": total_loss / n_tok,
+            "loss_sum": total_loss,
+            "tokens": n_tok,
+            "lr": lr,
+            "grad_norm": gnorm.detach(),
+        }
 
     def _token_scale(self, n_local: int) -> tuple[Optional[torch.Tensor], Any]:
         """(this rank's token count on the device under DDP, the factor of each loss)."""
@@ -402,10 +457,13 @@ class Trainer:
         try:
             for i, b in enumerate(batches):
                 # known on the host: a packing RNN then needs no device read
-                lengths = (host_lengths(b.src_mask.sum(1)) if b.src_mask.device.type == "cpu"
-                           else nullcontext())
+                lengths = (
+                    host_lengths(b.src_mask.sum(1))
+                    if b.src_mask.device.type == "cpu"
+                    else nullcontext()
+                )
                 b = b.to(self.device)
-                sync = (self.dist.world == 1 or i == len(batches) - 1)
+                sync = self.dist.world == 1 or i == len(batches) - 1
                 with nullcontext() if sync else self.net.no_sync(), lengths:
                     # A non-finite loss still runs backward (under DDP every rank must take
                     # part in the all-reduce); the step is dropped on all ranks afterwards.
@@ -415,25 +473,38 @@ class Trainer:
         except torch.cuda.OutOfMemoryError:
             if self.dist.world > 1:
                 # the other ranks are waiting in a gradient all-reduce: skipping is not possible
-                raise NmtError(f"out of memory on a batch of {sum(b.n_slots for b in batches)} "
-                               f"padded tokens: {oom_advice(self.cfg)}") from None
+                raise NmtError(
+                    f"out of memory on a batch of {sum(b.n_slots for b in batches)} "
+                    f"padded tokens: {oom_advice(self.cfg)}"
+                ) from None
             self.opt.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             return None
         return loss_sum
 
-    def _read_step(self, loss_sum: torch.Tensor, gnorm: torch.Tensor,
-                   n_all: Optional[torch.Tensor], n_local: int) -> tuple[float, ...]:
+    def _read_step(
+        self,
+        loss_sum: torch.Tensor,
+        gnorm: torch.Tensor,
+        n_all: Optional[torch.Tensor],
+        n_local: int,
+    ) -> tuple[float, ...]:
         """The step's one device -> host read: (loss sum, loss not finite, gradients not finite
         (an fp16 overflow or NaN), tokens), summed over ranks; under DDP the same read tells
         every rank whether any rank must stop."""
-        stats = torch.stack([loss_sum.float(), (~torch.isfinite(loss_sum)).float(),
-                             (~torch.isfinite(gnorm)).float()])
+        stats = torch.stack(
+            [
+                loss_sum.float(),
+                (~torch.isfinite(loss_sum)).float(),
+                (~torch.isfinite(gnorm)).float(),
+            ]
+        )
         if self.dist.world == 1:
             return (*stats.tolist(), float(n_local))
         code = self._local_stop_code()
-        flags = torch.tensor([float(code == 2), float(code == 1)]).to(self.device,
-                                                                     non_blocking=True)
+        flags = torch.tensor([float(code == 2), float(code == 1)]).to(
+            self.device, non_blocking=True
+        )
         read = torch.cat([all_reduce_sum_(torch.cat([stats, flags])), n_all]).tolist()
         self._agreed_stop = 2 if read[3] > 0 else int(read[4] > 0)
         self._own_stop = code
@@ -461,8 +532,10 @@ class Trainer:
         if out is not None and out.get("skipped") == "scaler":
             # the GradScaler lowers its scale and tries again; the schedule does not move
             self.p.scaler_skipped += 1
-            log.info(f"fp16 overflow at step {self.p.step + 1}: step skipped, loss scale now "
-                     f"{self.scaler.get_scale():g} ({self.p.scaler_skipped} skipped in total)")
+            log.info(
+                f"fp16 overflow at step {self.p.step + 1}: step skipped, loss scale now "
+                f"{self.scaler.get_scale():g} ({self.p.scaler_skipped} skipped in total)"
+            )
             return True
         if out is not None and "oom" not in out:
             self._runs = {"nan": 0, "oom": 0}
@@ -472,11 +545,15 @@ class Trainer:
         n, step = self._runs[kind], self.p.step + 1
         if kind == "nan":
             self.p.bad_steps_total += 1
-            log.warning(f"non-finite loss at step {step}: step skipped ({n} in a row, "
-                        f"{self.p.bad_steps_total} in total)")
+            log.warning(
+                f"non-finite loss at step {step}: step skipped ({n} in a row, "
+                f"{self.p.bad_steps_total} in total)"
+            )
         else:
-            log.warning(f"out of memory on a batch of {out['tokens']} padded tokens at step "
-                        f"{step}: batch skipped")
+            log.warning(
+                f"out of memory on a batch of {out['tokens']} padded tokens at step "
+                f"{step}: batch skipped"
+            )
         stop = self._decide(bad_run=(kind, n))
         if stop is not None and stop.kind == "failed":
             raise NmtError(stop.reason)
@@ -488,12 +565,16 @@ class Trainer:
         total = self.tc.max_steps
         per, left = self._pace.eta(self.p.step, total)
         if not self._told:
-            log.info(f"expected time: about {duration(left)} for the remaining "
-                     f"{total - self.p.step} of {total} steps ({per:.2f} s/step on this machine "
-                     f"so far)")
+            log.info(
+                f"expected time: about {duration(left)} for the remaining "
+                f"{total - self.p.step} of {total} steps ({per:.2f} s/step on this machine "
+                f"so far)"
+            )
             self._told = True
-        log.info(f"step {self.p.step}/{total} ({100 * self.p.step / total:.0f}%), "
-                 f"{per:.2f} s/step, ETA {duration(left)}")
+        log.info(
+            f"step {self.p.step}/{total} ({100 * self.p.step / total:.0f}%), "
+            f"{per:.2f} s/step, ETA {duration(left)}"
+        )
 
     def _tick(self) -> None:
         """Move wall-clock time since the last tick into progress (so checkpoints carry it)."""
@@ -559,10 +640,16 @@ class Trainer:
         row = {"step": self.p.step, "split": "valid", **row, "best": self.p.best}
         self.p.history.append(row)
         self._record(row)
-        log.info("valid step %d: %s%s", self.p.step,
-                 ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                           for k, v in row.items() if k not in ("step", "split", "best")),
-                 " (new best)" if improved else "")
+        log.info(
+            "valid step %d: %s%s",
+            self.p.step,
+            ", ".join(
+                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in row.items()
+                if k not in ("step", "split", "best")
+            ),
+            " (new best)" if improved else "",
+        )
         return improved
 
     def train(self) -> Progress:
@@ -598,10 +685,15 @@ class Trainer:
             self.stop_reason = limit.reason
             return
         batches = self.batcher.epoch(self.p.epoch)
-        bar = tqdm(total=len(batches), initial=self.p.batch_in_epoch,
-                   desc=f"epoch {self.p.epoch + 1}", leave=False, dynamic_ncols=True,
-                   disable=not (self.main and self.tc.progress and sys.stderr.isatty()),
-                   file=sys.stderr)  # not into a file or pipe: its \r would glue lines
+        bar = tqdm(
+            total=len(batches),
+            initial=self.p.batch_in_epoch,
+            desc=f"epoch {self.p.epoch + 1}",
+            leave=False,
+            dynamic_ncols=True,
+            disable=not (self.main and self.tc.progress and sys.stderr.isatty()),
+            file=sys.stderr,
+        )  # not into a file or pipe: its \r would glue lines
         while self.stop_reason is None and self.p.batch_in_epoch < len(batches):
             self._train_group(batches, bar)
         bar.close()
@@ -613,7 +705,7 @@ class Trainer:
         """One optimiser step on the next `accum_steps` batches, then logging, validation and
         the stop check."""
         tc, start = self.tc, self.p.batch_in_epoch
-        group = batches[start:start + tc.accum_steps]
+        group = batches[start : start + tc.accum_steps]
         data = [self.batcher.batch(ix) for ix in group]
         out = self.train_step(data)
         self.p.batch_in_epoch += len(group)
@@ -637,14 +729,23 @@ class Trainer:
         row = self._window.row(self.p.step, self.p.epoch, out, peak_memory_mb(self.device))
         self._record(row)
         if self.main:
-            log.info("step %d: loss %.4f ppl %.2f %.0f tok/s padding %.1f%% lr %.3g "
-                     "grad %.3g mem %.0f MB", row["step"], row["loss"], row["ppl"],
-                     row["tok_s"], 100 * row["padding"], row["lr"], row["grad_norm"],
-                     row["peak_mem_mb"])
+            log.info(
+                "step %d: loss %.4f ppl %.2f %.0f tok/s padding %.1f%% lr %.3g "
+                "grad %.3g mem %.0f MB",
+                row["step"],
+                row["loss"],
+                row["ppl"],
+                row["tok_s"],
+                100 * row["padding"],
+                row["lr"],
+                row["grad_norm"],
+                row["peak_mem_mb"],
+            )
         if self.tc.max_steps and self.main:
             self._log_pace()
-        bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tok_s']:.0f}",
-                        lr=f"{row['lr']:.2g}")
+        bar.set_postfix(
+            loss=f"{row['loss']:.3f}", tok_s=f"{row['tok_s']:.0f}", lr=f"{row['lr']:.2g}"
+        )
         self._window = LogWindow()
 
 

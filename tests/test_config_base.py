@@ -1,4 +1,5 @@
 """Config inheritance (`base:`) and input paths relative to the config file that sets them."""
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,10 @@ def write(path: Path, text: str) -> Path:
 
 def test_child_keys_win_and_sections_merge_key_by_key(tmp_path):
     write(tmp_path / "parent.yaml", PARENT)
-    child = write(tmp_path / "child.yaml", "base: parent.yaml\nmodel: {hidden_size: 128}\n"
-                                           "train: {lr: 0.001}\n")
+    child = write(
+        tmp_path / "child.yaml",
+        "base: parent.yaml\nmodel: {hidden_size: 128}\ntrain: {lr: 0.001}\n",
+    )
     cfg = load_config(child)
     assert (cfg.model.hidden_size, cfg.model.emb_size) == (128, 32)  # merged, child wins
     assert (cfg.train.lr, cfg.train.max_steps) == (0.001, 10)
@@ -46,8 +49,7 @@ def test_child_keys_win_and_sections_merge_key_by_key(tmp_path):
 def test_a_chain_of_bases_applies_grandparent_then_parent_then_child(tmp_path):
     write(tmp_path / "a" / "grand.yaml", PARENT)
     write(tmp_path / "b" / "parent.yaml", "base: ../a/grand.yaml\ntrain: {lr: 0.003}\n")
-    child = write(tmp_path / "c" / "child.yaml", "base: ../b/parent.yaml\n"
-                                                 "train: {max_steps: 7}\n")
+    child = write(tmp_path / "c" / "child.yaml", "base: ../b/parent.yaml\ntrain: {max_steps: 7}\n")
     cfg = load_config(child)
     assert (cfg.train.lr, cfg.train.max_steps, cfg.model.hidden_size) == (0.003, 7, 64)
 
@@ -63,8 +65,11 @@ def test_a_list_of_bases_merges_in_order(tmp_path):
 def test_a_cycle_is_one_error_naming_the_file(tmp_path):
     write(tmp_path / "a.yaml", "base: b.yaml\n" + PARENT)
     write(tmp_path / "b.yaml", "base: a.yaml\n")
-    with pytest.raises(NmtError, match=r"'base' in .*a\.yaml makes a cycle of config files: "
-                                       r".*a\.yaml -> .*b\.yaml -> .*a\.yaml") as e:
+    with pytest.raises(
+        NmtError,
+        match=r"'base' in .*a\.yaml makes a cycle of config files: "
+        r".*a\.yaml -> .*b\.yaml -> .*a\.yaml",
+    ) as e:
         load_config(tmp_path / "a.yaml")
     assert "\n" not in str(e.value)
     write(tmp_path / "self.yaml", "base: self.yaml\n")
@@ -74,33 +79,45 @@ def test_a_cycle_is_one_error_naming_the_file(tmp_path):
 
 def test_a_missing_base_is_one_error_naming_both_files(tmp_path):
     child = write(tmp_path / "child.yaml", "base: nowhere/parent.yaml\n" + PARENT)
-    with pytest.raises(NmtError, match=r"base config file not found: .*nowhere/parent\.yaml "
-                                       r"\(named by 'base' in .*child\.yaml\)"):
+    with pytest.raises(
+        NmtError,
+        match=r"base config file not found: .*nowhere/parent\.yaml "
+        r"\(named by 'base' in .*child\.yaml\)",
+    ):
         load_config(child)
 
 
 @pytest.mark.parametrize("value", ["3", "{data: x}", "[a.yaml, 4]", "''"])
 def test_base_must_be_a_path_or_a_list_of_paths(tmp_path, value):
     child = write(tmp_path / "child.yaml", f"base: {value}\n" + PARENT)
-    with pytest.raises(NmtError, match=r"wrong type for 'base' in .*child\.yaml: expected a "
-                                       r"config file path"):
+    with pytest.raises(
+        NmtError,
+        match=r"wrong type for 'base' in .*child\.yaml: expected a "
+        r"config file path",
+    ):
         load_config(child)
 
 
 def test_relative_paths_resolve_against_the_folder_of_the_file_that_sets_them(
-        tmp_path, monkeypatch):
-    write(tmp_path / "configs" / "base" / "parent.yaml",
-          PARENT + "vocab: {model: spm/joint.model}\n")
-    write(tmp_path / "configs" / "child" / "child.yaml",
-          "base: ../base/parent.yaml\ntrain: {init_from: ../../runs/parent}\n")
+    tmp_path, monkeypatch
+):
+    write(
+        tmp_path / "configs" / "base" / "parent.yaml", PARENT + "vocab: {model: spm/joint.model}\n"
+    )
+    write(
+        tmp_path / "configs" / "child" / "child.yaml",
+        "base: ../base/parent.yaml\ntrain: {init_from: ../../runs/parent}\n",
+    )
     monkeypatch.chdir(tmp_path / "configs")  # the working directory plays no part
     cfg = load_config(Path("child") / "child.yaml")
     assert cfg.data.path == str(tmp_path / "configs" / "base" / "corpus")
     assert cfg.vocab.model == str(tmp_path / "configs" / "base" / "spm" / "joint.model")
     assert cfg.train.init_from == str(tmp_path / "runs" / "parent")
     # A child that sets the path itself resolves it against its own folder.
-    write(tmp_path / "configs" / "child" / "own.yaml",
-          "base: ../base/parent.yaml\ndata: {path: ../../data/here}\n")
+    write(
+        tmp_path / "configs" / "child" / "own.yaml",
+        "base: ../base/parent.yaml\ndata: {path: ../../data/here}\n",
+    )
     assert load_config(Path("child") / "own.yaml").data.path == str(tmp_path / "data" / "here")
 
 

@@ -1,4 +1,5 @@
 """House rules that tooling can check: no function in nmt/ longer than a screen."""
+
 from __future__ import annotations
 
 import ast

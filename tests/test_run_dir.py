@@ -1,4 +1,5 @@
 """RunDir: the one owner of a run's file names, and whether a run holds a given config."""
+
 from __future__ import annotations
 
 import pytest
@@ -40,8 +41,7 @@ def test_step_checkpoints_sort_by_step_and_ignore_other_files(tmp_path):
     run = RunDir(tmp_path)
     for name in ("step_10.pt", "step_9.pt", "step_100.pt", "step_x.pt", ".step_5.pt.1.tmp"):
         touch(run.checkpoints / name)
-    assert [p.name for p in run.step_checkpoints()] == ["step_9.pt", "step_10.pt",
-                                                          "step_100.pt"]
+    assert [p.name for p in run.step_checkpoints()] == ["step_9.pt", "step_10.pt", "step_100.pt"]
     run.prune(keep=2)
     assert [p.name for p in run.step_checkpoints()] == ["step_10.pt", "step_100.pt"]
 
@@ -68,8 +68,9 @@ def test_same_config_compares_every_key_with_defaults_filled_in(tmp_path):
     assert run.config.read_text(encoding="utf-8") == dump_yaml(cfg)
     assert run.same_config(cfg) and run.saved_config() == cfg
     assert not run.is_empty() and not run.holds_run()
-    other = make_config(data={"source": "synthetic"},
-                        train={"run_dir": str(tmp_path / "r"), "lr": 0.01})
+    other = make_config(
+        data={"source": "synthetic"}, train={"run_dir": str(tmp_path / "r"), "lr": 0.01}
+    )
     assert not run.same_config(other)
     touch(run.step_checkpoint(1))
     assert run.holds_run()
