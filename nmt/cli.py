@@ -199,6 +199,12 @@ def _evaluate_parser(sub) -> None:
         type=_ints,
         help="bucket upper bounds in source words, e.g. 10,20,30,40,50 (default: eval.buckets)",
     )
+    _report_args(e)
+    _decode_args(e)
+
+
+def _report_args(e: argparse.ArgumentParser) -> None:
+    """`nmt evaluate` options of what the report holds: plots, metrics, intervals."""
     e.add_argument(
         "--attention-plots",
         type=_count,
@@ -248,7 +254,6 @@ def _evaluate_parser(sub) -> None:
         action="store_true",
         help="name the source words the vocabulary does not know, line by line",
     )
-    _decode_args(e)
 
 
 def _translate_parser(sub) -> None:
@@ -554,8 +559,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     from nmt.report import format_scores
 
     pipeline.setup_logging()
-    scores, report = pipeline.evaluate(
-        a.checkpoint,
+    opts = pipeline.EvalOptions(
         split=a.split,
         src_file=a.src,
         ref_file=a.ref,
@@ -574,6 +578,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         comet_model=a.comet_model,
         verbose=a.verbose,
     )
+    scores, report = pipeline.evaluate(a.checkpoint, opts)
     print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
     print(format_scores(scores))
     print(f"report: {report}")

@@ -720,6 +720,16 @@ def dump_yaml(cfg: Config) -> str:
 # Reference documentation
 
 
+INHERITANCE_DOC = (
+    "A config file may start from others: `base: ../multi30k/rnnsearch.yaml` (or a list of "
+    "files), relative to the file's folder. The base files are read first, in order, and the "
+    "file's own keys win; sections merge key by key, and a base file may have a `base` of its "
+    "own. Input paths ({}) resolve against the folder of the file that sets them, `--set` values "
+    "against the working directory, and the run stores them resolved in RUN/config.yaml. Output "
+    "paths (`train.run_dir`, `data.prepared_dir`) stay relative to the working directory."
+)
+
+
 def docs_markdown() -> str:
     """Markdown reference of every key: type, default, meaning (written to docs/config.md)."""
     lines = [
@@ -731,14 +741,7 @@ def docs_markdown() -> str:
         "Keys marked *required* have no default. Override any key on the command line with "
         "`--set section.key=value` (the value is parsed as YAML).",
         "",
-        "A config file may start from others: `base: ../multi30k/rnnsearch.yaml` (or a list "
-        "of files), relative to the file's folder. The base files are read first, in order, "
-        "and the file's own keys win; sections merge key by key, and a base file may have a "
-        "`base` of its own. Input paths ("
-        + ", ".join(f"`{sec}.{key}`" for sec, key in path_keys())
-        + ") resolve against the folder of the file that sets them, `--set` values against the working directory, and the run stores them "
-        "resolved in RUN/config.yaml. Output paths (`train.run_dir`, `data.prepared_dir`) "
-        "stay relative to the working directory.",
+        INHERITANCE_DOC.format(", ".join(f"`{sec}.{key}`" for sec, key in path_keys())),
         "",
     ]
 

@@ -362,45 +362,48 @@ def _load_for_decoding(
     return with_decode_options(cfg, overrides or {}), model, tok, meta
 
 
-def evaluate(
-    target: str | list[str],
-    split: Optional[str] = None,
-    src_file: Optional[str] = None,
-    ref_file: Optional[str] = None,
-    beam: Optional[int] = None,
-    report_dir: Optional[str] = None,
-    buckets: Optional[list[int]] = None,
-    attention_plots: int = 0,
-    attn_layer: int = -1,
-    attn_head: Optional[int] = None,
-    device: Optional[str] = None,
-    progress: bool = True,
-    overrides: Optional[dict] = None,
-    int8: bool = False,
-    metrics: tuple[str, ...] = DEFAULT_METRICS,
-    bootstrap: int = DEFAULT_SAMPLES,
-    comet_model: Optional[str] = None,
-    verbose: bool = False,
-) -> tuple[dict, Path]:
-    """Decode a split (or --src/--ref files) with a checkpoint; write hyps, scores and plots.
-    Scores get 95% bootstrap intervals from `bootstrap` resamples (0: none); `comet_model`, a
-    local COMET checkpoint, adds COMET (unbabel-comet must be installed)."""
+@dataclass
+class EvalOptions:
+    """What `nmt evaluate` decodes and how it scores and reports (the command's options)."""
+
+    split: Optional[str] = None  # a split role of the config (default: eval.split)
+    src_file: Optional[str] = None  # or these two files
+    ref_file: Optional[str] = None
+    beam: Optional[int] = None
+    report_dir: Optional[str] = None  # default RUN/eval_SPLIT_beamK
+    buckets: Optional[list[int]] = None
+    attention_plots: int = 0
+    attn_layer: int = -1
+    attn_head: Optional[int] = None
+    device: Optional[str] = None
+    progress: bool = True
+    overrides: Optional[dict] = None  # decode.* settings from the command line
+    int8: bool = False
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    bootstrap: int = DEFAULT_SAMPLES  # resamples for 95% intervals (0: none)
+    comet_model: Optional[str] = None  # a local COMET checkpoint (needs unbabel-comet)
+    verbose: bool = False
+
+
+def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[dict, Path]:
+    """Decode a split (or --src/--ref files) with a checkpoint (several: an ensemble); write
+    hyps, scores with bootstrap intervals, and plots into the report directory."""
     from nmt.report import write_report  # matplotlib: imported only when a report is written
 
-    cfg, model, tok, meta = _load_for_decoding(target, device, overrides, int8)
-    device = meta["device"]
-    srcs, refs, name, test_set = _eval_set(cfg, split, src_file, ref_file)
-    warn_unknown(tok, srcs, src_file or f"split {name}", verbose)
-    bounds = buckets or cfg.eval.buckets
-    _check_eval_options(bounds, metrics, comet_model)  # before decoding the whole split
-    model.set_attention_view(attn_layer, attn_head)
-    k = cfg.decode.beam if beam is None else beam
-    what = test_set["split"] or f"{src_file} / {ref_file}"
+    o = o or EvalOptions()
+    cfg, model, tok, meta = _load_for_decoding(target, o.device, o.overrides, o.int8)
+    srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file)
+    warn_unknown(tok, srcs, o.src_file or f"split {name}", o.verbose)
+    bounds = o.buckets or cfg.eval.buckets
+    _check_eval_options(bounds, o.metrics, o.comet_model)  # before decoding the whole split
+    model.set_attention_view(o.attn_layer, o.attn_head)
+    k = cfg.decode.beam if o.beam is None else o.beam
+    what = test_set["split"] or f"{o.src_file} / {o.ref_file}"
     log.info(
         f"evaluating {meta['path']} (step {meta['step']}) on {what}: {len(srcs)} "
         f"sentences, beam {k}"
     )
-    with decoding_autocast(cfg, device):
+    with decoding_autocast(cfg, meta["device"]):
         out = translate_texts(
             model,
             tok,
@@ -408,32 +411,12 @@ def evaluate(
             cfg.decode,
             beam=k,
             nbest=1,
-            device=device,
-            progress=progress,
-            return_attn=attention_plots > 0,
+            device=meta["device"],
+            progress=o.progress,
+            return_attn=o.attention_plots > 0,
         )
     hyps = [t.text for t in out]
-    extra = None
-    if comet_model:
-        from nmt.comet import comet_scores
-
-        extra = {
-            "comet": (
-                MeanScore(f"comet:{comet_model}"),
-                comet_scores(
-                    comet_model, srcs, hyps, refs, gpus=int(str(device).startswith("cuda"))
-                ),
-            )
-        }
-    scores = score_report(srcs, hyps, refs, bounds, metrics, n_samples=bootstrap, extra=extra)
-    test_set.update(
-        {
-            "n": len(srcs),
-            "src_words": sum(len(s.split()) for s in srcs),
-            "ref_words": sum(len(r.split()) for r in refs),
-            "sha256": data_fingerprint(srcs, refs),
-        }
-    )
+    scores = _scores(srcs, hyps, refs, bounds, o, meta["device"])
     scores.update(
         {
             "beam": k,
@@ -443,18 +426,7 @@ def evaluate(
             "test_set": test_set,
         }
     )
-    run = RunDir.of_checkpoint(meta["path"])
-    members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
-    report = (
-        Path(report_dir)
-        if report_dir
-        else run.report(name, k, f"{members}{'_int8' if int8 else ''}")
-    )
-    ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
-    model_name = (
-        f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}"
-        f"{', int8' if int8 else ''})"
-    )
+    report, model_name = _report_place(cfg, meta, name, k, o.int8, o.report_dir)
     write_report(
         report,
         scores,
@@ -464,10 +436,48 @@ def evaluate(
         name=model_name,
         title=f"BLEU by source length: {what}, {len(srcs)} sentences",
     )
-    if attention_plots:
-        view = _attention_view(cfg, model, attn_layer, attn_head)
-        _attention_plots(out, srcs, tok, report, attention_plots, f"{model_name}, {view}")
+    if o.attention_plots:
+        view = _attention_view(cfg, model, o.attn_layer, o.attn_head)
+        _attention_plots(out, srcs, tok, report, o.attention_plots, f"{model_name}, {view}")
     return scores, report
+
+
+def _scores(
+    srcs: list[str],
+    hyps: list[str],
+    refs: list[str],
+    bounds: list[int],
+    o: EvalOptions,
+    device: torch.device,
+) -> dict:
+    """The scores report, with COMET from a local checkpoint when one is given."""
+    extra, comet_model = None, o.comet_model
+    if comet_model:
+        from nmt.comet import comet_scores
+
+        gpus = int(str(device).startswith("cuda"))
+        extra = {
+            "comet": (
+                MeanScore(f"comet:{comet_model}"),
+                comet_scores(comet_model, srcs, hyps, refs, gpus=gpus),
+            )
+        }
+    return score_report(srcs, hyps, refs, bounds, o.metrics, n_samples=o.bootstrap, extra=extra)
+
+
+def _report_place(
+    cfg: Config, meta: dict, name: str, k: int, int8: bool, report_dir: Optional[str]
+) -> tuple[Path, str]:
+    """The report directory (given, or RUN/eval_NAME_beamK...) and the model's name in it."""
+    run = RunDir.of_checkpoint(meta["path"])
+    members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
+    suffix = f"{members}{'_int8' if int8 else ''}"
+    report = Path(report_dir) if report_dir else run.report(name, k, suffix)
+    ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
+    return report, (
+        f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, "
+        f"beam {k}{', int8' if int8 else ''})"
+    )
 
 
 def _eval_set(
@@ -494,6 +504,14 @@ def _eval_set(
         test_set = {"split": name, "data": _data_name(cfg)}
     if not srcs:
         raise NmtError(f"nothing to evaluate: {test_set['split'] or src_file} is empty")
+    test_set.update(
+        {
+            "n": len(srcs),
+            "src_words": sum(len(s.split()) for s in srcs),
+            "ref_words": sum(len(r.split()) for r in refs),
+            "sha256": data_fingerprint(srcs, refs),
+        }
+    )
     return srcs, refs, name, test_set
 
 

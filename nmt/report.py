@@ -179,6 +179,14 @@ def _save(fig: Figure, path: str | os.PathLike, dpi: int = 120) -> None:
     atomic_write(path, buf.getvalue())
 
 
+def _stars(ax, test: dict, metric: str, points, color: str) -> None:
+    """A star above each (x, bucket, top) point whose paired test says p < SIGNIFICANCE."""
+    for xi, k, t in points:
+        p = test["buckets"][k].get(metric)
+        if p is not None and p < SIGNIFICANCE:
+            ax.annotate("*", (xi, t), ha="center", va="bottom", fontsize=14, color=color)
+
+
 def plot_bleu_by_length(
     scores_by_model: dict[str, dict],
     path: str | os.PathLike,
@@ -213,17 +221,7 @@ def plot_bleu_by_length(
         test = (tests or {}).get(name)
         if test:
             top = y if err is None else y + err[1]
-            for xi, k, t in zip(x, shown, top):
-                p = test["buckets"][k].get(metric)
-                if p is not None and p < SIGNIFICANCE:
-                    ax.annotate(
-                        "*",
-                        (xi + dx, t),
-                        ha="center",
-                        va="bottom",
-                        fontsize=14,
-                        color=line.lines[0].get_color(),
-                    )
+            _stars(ax, test, metric, zip(x + dx, shown, top), line.lines[0].get_color())
     ax.set_xticks(x, [f"{bucket_label(*ranges[k])}\nn={first['buckets'][k]['n']}" for k in shown])
     ax.set_xlabel(
         "source sentence length (words)"

@@ -133,9 +133,8 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
         (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
-        pipeline.evaluate(
-            str(run.path), split=split, beam=beam, report_dir=str(report), progress=False
-        )
+        opts = pipeline.EvalOptions(split=split, beam=beam, report_dir=str(report), progress=False)
+        pipeline.evaluate(str(run.path), opts)
     ck = load_checkpoint(run.checkpoint(prefer="latest"))  # the time of the whole run
     return {
         **load_scores(report),

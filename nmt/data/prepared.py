@@ -290,12 +290,17 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
     )
     ds.disable_progress_bars()
     times["encode+filter"] = time.perf_counter() - t0
+    del text
+    shutil.rmtree(out / "read", ignore_errors=True)
+    _write_meta(out, ids, times, vocab, d)
+
+
+def _write_meta(out: Path, ids, times: dict, vocab: int, d: DataConfig) -> None:
+    """meta.json: the Arrow files, filter statistics, token counts and timings of a build."""
     drop = np.bincount(ids.data.column("drop").to_numpy(), minlength=4)
     src_tokens = int(np.asarray(ids.data.column("src_len")).sum())
     tgt_tokens = int(np.asarray(ids.data.column("tgt_len")).sum())
     n = len(ids)
-    del ids, text
-    shutil.rmtree(out / "read", ignore_errors=True)
     files = sorted(p.name for p in out.glob("train*.arrow"))
     stats = FilterStats(n, int(drop[KEEP]), int(drop[EMPTY]), int(drop[TOO_LONG]), int(drop[RATIO]))
     meta = {
