@@ -1,4 +1,5 @@
 """nmt: neural machine translation from YAML configs (seq2seq, RNNsearch, Transformer)."""
+
 __version__ = "0.1.0"
 
 
@@ -6,5 +7,6 @@ def __getattr__(name: str):
     # `from nmt import Translator` without importing torch for every `import nmt`.
     if name == "Translator":
         from nmt.api import Translator
+
         return Translator
     raise AttributeError(f"module 'nmt' has no attribute {name!r}")

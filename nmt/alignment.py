@@ -6,6 +6,7 @@ which sentencepiece marks without a word-start `▁`, still count as words). A w
 the source is the sum over its source pieces, averaged over its target pieces; the hard alignment
 links each target word to the source word it attends to most. The EOS row and column are dropped.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -28,24 +29,24 @@ def word_index(pieces: list[str]) -> list[int]:
 def _group(matrix: np.ndarray, index: list[int], axis: int, reduce) -> np.ndarray:
     n = index[-1] + 1 if index else 0
     idx = np.asarray(index)
-    parts = [reduce(np.take(matrix, np.flatnonzero(idx == w), axis=axis), axis=axis)
-             for w in range(n)]
+    parts = [
+        reduce(np.take(matrix, np.flatnonzero(idx == w), axis=axis), axis=axis) for w in range(n)
+    ]
     return np.stack(parts, axis=axis) if parts else np.zeros((0, 0))
 
 
 def word_index_by_decoding(ids: list[int], decode: Callable[[list[int]], str]) -> list[int]:
     """The word each token belongs to in decode(ids).split(), from the decoded prefixes."""
-    return [max(len(decode(ids[:k + 1]).split()) - 1, 0) for k in range(len(ids))]
+    return [max(len(decode(ids[: k + 1]).split()) - 1, 0) for k in range(len(ids))]
 
 
-def word_index_by_words(ids: list[int], word_ids: list[list[int]], unk: int
-                        ) -> Optional[list[int]]:
+def word_index_by_words(ids: list[int], word_ids: list[list[int]], unk: int) -> Optional[list[int]]:
     """The word each token belongs to, from each word's own encoding `word_ids`; None when the
     sentence's tokens are not those encodings in a row. Consecutive unknown words that the
     subword model merged into one unknown token give it to the first of them."""
     out: list[int] = []
     for w, piece_ids in enumerate(word_ids):
-        if ids[len(out):len(out) + len(piece_ids)] == piece_ids:
+        if ids[len(out) : len(out) + len(piece_ids)] == piece_ids:
             out += [w] * len(piece_ids)
         elif piece_ids == [unk] and out and ids[len(out) - 1] == unk:
             continue
@@ -59,7 +60,7 @@ def word_attention(attn: np.ndarray, src_index: list[int], tgt_index: list[int])
 
     attn: [target pieces + 1, source pieces + 1] attention over pieces, EOS row/column last;
     src_index / tgt_index: the word of each piece (word_index or word_index_by_decoding)."""
-    a = np.asarray(attn, dtype=np.float64)[:len(tgt_index), :len(src_index)]
+    a = np.asarray(attn, dtype=np.float64)[: len(tgt_index), : len(src_index)]
     if a.size == 0:
         return np.zeros((0, 0))
     a = _group(a, src_index, 1, np.sum)
@@ -88,8 +89,9 @@ def pharaoh(pairs: list[tuple[int, int]]) -> str:
     return " ".join(f"{i}-{j}" for i, j in pairs)
 
 
-def alignment_error_rate(predicted: list[set[tuple[int, int]]],
-                         sure: list[set[tuple[int, int]]]) -> float:
+def alignment_error_rate(
+    predicted: list[set[tuple[int, int]]], sure: list[set[tuple[int, int]]]
+) -> float:
     """AER (Och & Ney 2003) with every gold link sure: 1 - 2|A & S| / (|A| + |S|)."""
     hits = sum(len(a & s) for a, s in zip(predicted, sure))
     total = sum(len(a) + len(s) for a, s in zip(predicted, sure))

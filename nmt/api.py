@@ -8,6 +8,7 @@
 Built on `nmt.checkpoint.load_model` and `nmt.translate.translate_texts`, the code `nmt translate`
 runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,6 +25,7 @@ from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.models.quantize import check_int8_device, quantize_int8
+from nmt.run_dir import RunDir
 from nmt.translate import translate_texts
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -32,17 +34,17 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 @dataclass(frozen=True)
 class Hypothesis:
     text: str
-    score: float                 # length-normalised model score (higher is better)
+    score: float  # length-normalised model score (higher is better)
 
 
 @dataclass
 class TranslationResult:
-    text: str                                   # best hypothesis, detokenised
-    nbest: list[Hypothesis]                     # the returned hypotheses, best first
-    src_pieces: list[str]                       # source subwords the model saw, with </s>
-    tgt_pieces: list[str]                       # best hypothesis' subwords, with </s>
-    alignment: Optional[list[list[float]]]      # [len(tgt_pieces)][len(src_pieces)] or None
-    warnings: list[str] = field(default_factory=list)   # e.g. the input was truncated
+    text: str  # best hypothesis, detokenised
+    nbest: list[Hypothesis]  # the returned hypotheses, best first
+    src_pieces: list[str]  # source subwords the model saw, with </s>
+    tgt_pieces: list[str]  # best hypothesis' subwords, with </s>
+    alignment: Optional[list[list[float]]]  # [len(tgt_pieces)][len(src_pieces)] or None
+    warnings: list[str] = field(default_factory=list)  # e.g. the input was truncated
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,9 @@ class ModelInfo:
     src_vocab: int
     tgt_vocab: int
     step: int
-    valid_bleu: Optional[float]      # BLEU on the validation split at that step, when recorded
+    valid_bleu: Optional[float]  # BLEU on the validation split at that step, when recorded
     checkpoint: str
-    attention_layers: int            # cross-attention views: layers x heads (1 x 1 for RNNs)
+    attention_layers: int  # cross-attention views: layers x heads (1 x 1 for RNNs)
     attention_heads: int
     max_input_tokens: int
     default_beam: int
@@ -64,23 +66,42 @@ class Translator:
     """A loaded model, its subwords and decoding defaults. Not thread-safe: call `translate`
     from one thread at a time (the server's decoding worker does)."""
 
-    def __init__(self, cfg: Config, model: NMTModel, tok: Tokenizer, meta: dict,
-                 device: str | torch.device = "cpu", precision: str = "fp32") -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        model: NMTModel,
+        tok: Tokenizer,
+        meta: dict,
+        device: str | torch.device = "cpu",
+        precision: str = "fp32",
+    ) -> None:
         if precision not in PRECISIONS:
             raise NmtError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.cfg, self.model, self.tok, self.meta = cfg, model, tok, meta
         self.device, self.precision = torch.device(device), precision
         layers, heads = model.attention_shape()
         self.info = ModelInfo(
-            arch=cfg.model.arch, parameters=model.num_parameters(),
-            src_vocab=tok.src_vocab_size, tgt_vocab=tok.tgt_vocab_size, step=meta["step"],
-            valid_bleu=_valid_bleu(Path(meta["path"]), meta["step"]), checkpoint=meta["path"],
-            attention_layers=layers, attention_heads=heads,
-            max_input_tokens=cfg.decode.max_input_tokens, default_beam=cfg.decode.beam)
+            arch=cfg.model.arch,
+            parameters=model.num_parameters(),
+            src_vocab=tok.src_vocab_size,
+            tgt_vocab=tok.tgt_vocab_size,
+            step=meta["step"],
+            valid_bleu=_valid_bleu(Path(meta["path"]), meta["step"]),
+            checkpoint=meta["path"],
+            attention_layers=layers,
+            attention_heads=heads,
+            max_input_tokens=cfg.decode.max_input_tokens,
+            default_beam=cfg.decode.beam,
+        )
 
     @classmethod
-    def load(cls, run_or_checkpoint: str | Path, device: str = "cpu",
-             precision: str = "fp32", int8: bool = False) -> "Translator":
+    def load(
+        cls,
+        run_or_checkpoint: str | Path,
+        device: str = "cpu",
+        precision: str = "fp32",
+        int8: bool = False,
+    ) -> "Translator":
         """A run directory (its best checkpoint) or a checkpoint file; `precision` is the
         autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only); `int8`: dynamic
         int8 quantization of the linear layers (CPU only), as `nmt translate --int8`."""
@@ -101,38 +122,66 @@ class Translator:
         cap = self.cfg.decode.max_input_tokens + 1
         return [min(len(ids), cap) for ids in self.tok.encode_src(texts)]
 
-    def translate(self, texts: list[str], beam: Optional[int] = None, nbest: int = 1,
-                  alignment: bool = False, attention_layer: int = -1,
-                  attention_head: Optional[int] = None, batch_tokens: Optional[int] = None
-                  ) -> list[TranslationResult]:
+    def translate(
+        self,
+        texts: list[str],
+        beam: Optional[int] = None,
+        nbest: int = 1,
+        alignment: bool = False,
+        attention_layer: int = -1,
+        attention_head: Optional[int] = None,
+        batch_tokens: Optional[int] = None,
+    ) -> list[TranslationResult]:
         """One result per text, in order (blank texts give empty results). `beam` defaults to
         the checkpoint's decode.beam; alignment rows are the cross-attention of
         (attention_layer, attention_head; None = mean of heads) for each target piece."""
         beam = self.cfg.decode.beam if beam is None else beam
         if not 1 <= nbest <= beam:
             raise NmtError(f"nbest must be between 1 and the beam ({beam}), got {nbest}")
-        dcfg = self.cfg.decode if batch_tokens is None else replace(
-            self.cfg.decode, batch_tokens=batch_tokens)
+        dcfg = (
+            self.cfg.decode
+            if batch_tokens is None
+            else replace(self.cfg.decode, batch_tokens=batch_tokens)
+        )
         warnings = self._truncation_warnings(texts)
-        with self._attention_view(attention_layer, attention_head, alignment), \
-                self._autocast():
-            out = translate_texts(self.model, self.tok, texts, dcfg, beam=beam, nbest=nbest,
-                                  return_attn=alignment, device=self.device, where="request")
+        with self._attention_view(attention_layer, attention_head, alignment), self._autocast():
+            out = translate_texts(
+                self.model,
+                self.tok,
+                texts,
+                dcfg,
+                beam=beam,
+                nbest=nbest,
+                return_attn=alignment,
+                device=self.device,
+                where="request",
+            )
         results = []
         for t, warn in zip(out, warnings):
             tokens = [] if t.hyp is None else t.hyp.tokens
             attn = None
             if alignment and t.hyp is not None and t.hyp.attn is not None:
                 attn = [[round(float(w), 4) for w in row] for row in t.hyp.attn.tolist()]
-            results.append(TranslationResult(
-                t.text, [Hypothesis(h, s) for h, s in zip(t.nbest, t.scores)], t.src_pieces,
-                self.tok.tgt_pieces(tokens + [EOS]) if t.hyp is not None else [], attn, warn))
+            results.append(
+                TranslationResult(
+                    t.text,
+                    [Hypothesis(h, s) for h, s in zip(t.nbest, t.scores)],
+                    t.src_pieces,
+                    self.tok.tgt_pieces(tokens + [EOS]) if t.hyp is not None else [],
+                    attn,
+                    warn,
+                )
+            )
         return results
 
     def _truncation_warnings(self, texts: list[str]) -> list[list[str]]:
         cap = self.cfg.decode.max_input_tokens
-        return [[f"input has {len(ids) - 1} subword tokens; truncated to the first {cap}"]
-                if len(ids) - 1 > cap else [] for ids in self.tok.encode_src(texts)]
+        return [
+            [f"input has {len(ids) - 1} subword tokens; truncated to the first {cap}"]
+            if len(ids) - 1 > cap
+            else []
+            for ids in self.tok.encode_src(texts)
+        ]
 
     @contextmanager
     def _attention_view(self, layer: int, head: Optional[int], wanted: bool) -> Iterator[None]:
@@ -155,16 +204,22 @@ class Translator:
 
 
 def _valid_bleu(checkpoint: Path, step: int) -> Optional[float]:
-    """The validation BLEU the run logged at `step` (metrics.jsonl beside the checkpoint)."""
-    for run in (checkpoint.parent, checkpoint.parent.parent):
-        path = run / "metrics.jsonl"
+    """The validation BLEU the run logged at `step` (in the metrics of the checkpoint's run)."""
+    for run in (RunDir(checkpoint.parent), RunDir(checkpoint.parent.parent)):
+        path = run.metrics
         if not path.is_file():
             continue
         try:
             rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
         except (OSError, ValueError):
             return None
-        bleus = [r["bleu"] for r in rows if isinstance(r, dict) and r.get("split") == "valid"
-                 and r.get("step") == step and isinstance(r.get("bleu"), (int, float))]
+        bleus = [
+            r["bleu"]
+            for r in rows
+            if isinstance(r, dict)
+            and r.get("split") == "valid"
+            and r.get("step") == step
+            and isinstance(r.get("bleu"), (int, float))
+        ]
         return float(bleus[-1]) if bleus else None
     return None

@@ -9,6 +9,7 @@ scores come from sacreBLEU's own `_compute_score_from_stats`. The draws are sacr
 the same seed, and two reports on the same test set resample the same sentences: a paired test
 can be run later from the two reports alone.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,9 @@ DEFAULT_SEED = 12345  # sacreBLEU's default SACREBLEU_SEED
 SIGNIFICANCE = 0.05
 
 
-def resample_counts(n: int, n_samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
-                    ) -> np.ndarray:
+def resample_counts(
+    n: int, n_samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
+) -> np.ndarray:
     """[n_samples, n]: how often each of n sentences is drawn in each resample (rows sum to n)."""
     idx = np.random.default_rng(seed).choice(n, size=(n_samples, n), replace=True)
     flat = (idx + n * np.arange(n_samples)[:, None]).ravel()
@@ -41,8 +43,9 @@ def interval(samples: np.ndarray) -> list[float]:
     return [float(s[cut]), float(s[len(s) - cut - 1])]
 
 
-def paired_p_value(samples_a: np.ndarray, samples_b: np.ndarray, score_a: float,
-                   score_b: float) -> float:
+def paired_p_value(
+    samples_a: np.ndarray, samples_b: np.ndarray, score_a: float, score_b: float
+) -> float:
     """sacreBLEU's paired bootstrap p-value (Koehn 2004, as Moses'
     bootstrap-hypothesis-difference-significance.pl): how often the resampled difference,
     centred on its mean, exceeds the observed difference; `samples_*` come from the same counts.

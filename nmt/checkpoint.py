@@ -4,11 +4,11 @@ A checkpoint carries the resolved config and the sentencepiece models, so `nmt e
 `nmt translate` need nothing else. Only plain containers, numbers, strings, bytes and tensors are
 stored, which is what lets `torch.load(..., weights_only=True)` refuse anything that would run code.
 """
+
 from __future__ import annotations
 
 import errno
 import pickle
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from nmt.config import Config, from_dict
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.files import atomic_write
+from nmt.run_dir import RunDir
 
 FORMAT_VERSION = 1
 
@@ -65,18 +66,26 @@ def load_checkpoint(path: str | Path) -> dict:
         # The weights-only unpickler names the opcode when it meets a class or function (what
         # a malicious pickle needs); every other failure is damaged bytes.
         if "GLOBAL " in str(e):
-            raise NmtError(f"refusing to load {path}: it contains pickled Python objects that could "
-                           f"run code (only tensors and plain data are allowed)") from None
+            raise NmtError(
+                f"refusing to load {path}: it contains pickled Python objects that could "
+                f"run code (only tensors and plain data are allowed)"
+            ) from None
         raise NmtError(f"checkpoint {path} is corrupt or truncated") from None
     except (RuntimeError, EOFError, ValueError, OSError, KeyError, AttributeError, TypeError):
         raise NmtError(f"checkpoint {path} is corrupt or truncated") from None
-    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("format_version"), int) \
-            or not isinstance(ckpt.get("model"), dict) or not isinstance(ckpt.get("config"), dict):
+    if (
+        not isinstance(ckpt, dict)
+        or not isinstance(ckpt.get("format_version"), int)
+        or not isinstance(ckpt.get("model"), dict)
+        or not isinstance(ckpt.get("config"), dict)
+    ):
         raise NmtError(f"{path} is not an nmt checkpoint")
     if ckpt["format_version"] > FORMAT_VERSION:
-        raise NmtError(f"checkpoint {path} was written by a newer nmt (format "
-                       f"{ckpt['format_version']}, this version reads up to {FORMAT_VERSION}); "
-                       f"upgrade nmt")
+        raise NmtError(
+            f"checkpoint {path} was written by a newer nmt (format "
+            f"{ckpt['format_version']}, this version reads up to {FORMAT_VERSION}); "
+            f"upgrade nmt"
+        )
     if not isinstance(ckpt.get("tokenizer"), dict):
         raise NmtError(f"checkpoint {path} carries no subword model")
     return ckpt
@@ -88,26 +97,13 @@ def config_of(ckpt: dict, where: str) -> Config:
 
 def step_checkpoints(run_dir: str | Path) -> list[Path]:
     """Step checkpoints of a run, oldest first."""
-    ck = Path(run_dir) / "checkpoints"
-    found = [p for p in ck.glob("step_*.pt") if re.fullmatch(r"step_\d+\.pt", p.name)]
-    return sorted(found, key=lambda p: int(p.stem.split("_")[1]))
+    return RunDir(run_dir).step_checkpoints()
 
 
 def resolve(path_or_run: str | Path, prefer: str = "best") -> Path:
     """A checkpoint file, or a run directory's best (prefer='best') or latest checkpoint."""
     p = Path(path_or_run)
-    if p.is_file():
-        return p
-    if not p.exists():
-        raise NmtError(f"no such checkpoint or run directory: {p}")
-    best, steps = p / "best.pt", step_checkpoints(p)
-    if prefer == "best" and best.is_file():
-        return best
-    if steps:
-        return steps[-1]
-    if best.is_file():
-        return best
-    raise NmtError(f"run directory {p} has no checkpoint yet (train it first)")
+    return p if p.is_file() else RunDir(p).checkpoint(prefer)
 
 
 def model_payload(model: torch.nn.Module) -> dict:
@@ -116,8 +112,9 @@ def model_payload(model: torch.nn.Module) -> dict:
     return module.state_dict()
 
 
-def load_model(path_or_run: str | Path, device: str | torch.device = "cpu"
-               ) -> tuple[Config, "NMTModel", Tokenizer, dict]:
+def load_model(
+    path_or_run: str | Path, device: str | torch.device = "cpu"
+) -> tuple[Config, "NMTModel", Tokenizer, dict]:
     """Everything inference needs from one checkpoint: config, model (eval mode), tokenizer."""
     from nmt.models import build_model
 
@@ -129,15 +126,17 @@ def load_model(path_or_run: str | Path, device: str | torch.device = "cpu"
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:
-        raise NmtError(f"checkpoint {path} does not fit its '{cfg.model.arch}' model: "
-                       f"{str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else e}"
-                       ) from None
+        raise NmtError(
+            f"checkpoint {path} does not fit its '{cfg.model.arch}' model: "
+            f"{str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else e}"
+        ) from None
     model.to(device).eval()
     return cfg, model, tok, {"path": str(path), "step": ckpt.get("step", 0)}
 
 
 # ----------------------------------------------------------------------------------------------
 # Ensembles and averaged checkpoints
+
 
 def _pieces(sp) -> list[str]:
     return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
@@ -147,12 +146,15 @@ def _check_same_vocabulary(first: Tokenizer, other: Tokenizer, a: str, b: str) -
     for side in ("target", "source"):
         x, y = (first.tgt, other.tgt) if side == "target" else (first.src, other.src)
         if _pieces(x) != _pieces(y) or first.lowercase != other.lowercase:
-            raise NmtError(f"cannot ensemble {a} and {b}: their {side} vocabularies differ "
-                           f"(members must share the subword models)")
+            raise NmtError(
+                f"cannot ensemble {a} and {b}: their {side} vocabularies differ "
+                f"(members must share the subword models)"
+            )
 
 
-def load_models(targets: list[str], device: str | torch.device = "cpu"
-                ) -> tuple[Config, "NMTModel", Tokenizer, dict]:
+def load_models(
+    targets: list[str], device: str | torch.device = "cpu"
+) -> tuple[Config, "NMTModel", Tokenizer, dict]:
     """One checkpoint as load_model does, or several as one Ensemble (first member's config)."""
     if len(targets) == 1:
         return load_model(targets[0], device)
@@ -160,11 +162,15 @@ def load_models(targets: list[str], device: str | torch.device = "cpu"
 
     loaded = [load_model(t, device) for t in targets]
     cfg, _, tok, meta = loaded[0]
-    for (_, _, other, m) in loaded[1:]:
+    for _, _, other, m in loaded[1:]:
         _check_same_vocabulary(tok, other, meta["path"], m["path"])
     model = Ensemble([m for _, m, _, _ in loaded]).to(device).eval()
-    return cfg, model, tok, {"path": meta["path"], "step": meta["step"],
-                             "ensemble": [m["path"] for *_, m in loaded]}
+    return (
+        cfg,
+        model,
+        tok,
+        {"path": meta["path"], "step": meta["step"], "ensemble": [m["path"] for *_, m in loaded]},
+    )
 
 
 def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:
@@ -179,21 +185,37 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:
     last = ckpts[-1]
     total: dict[str, torch.Tensor] = {}
     for path, ck in zip(paths, ckpts):
-        same = (ck["config"].get("model") == last["config"].get("model")
-                and ck["tokenizer"] == last["tokenizer"]
-                and ck["model"].keys() == last["model"].keys())
+        same = (
+            ck["config"].get("model") == last["config"].get("model")
+            and ck["tokenizer"] == last["tokenizer"]
+            and ck["model"].keys() == last["model"].keys()
+        )
         if not same:
-            raise NmtError(f"cannot average {path} with {paths[-1]}: different models (the "
-                           f"model config, vocabulary and parameters must match)")
+            raise NmtError(
+                f"cannot average {path} with {paths[-1]}: different models (the "
+                f"model config, vocabulary and parameters must match)"
+            )
         for k, v in ck["model"].items():
             if v.is_floating_point():
                 total[k] = total.get(k, 0) + v.float()
-    state = {k: (total[k] / len(ckpts)).to(v.dtype) if v.is_floating_point() else v
-             for k, v in last["model"].items()}
-    training_state = ("optimizer", "schedule", "scaler", "progress", "rng", "format_version",
-                      "nmt_version")
-    payload = {**{k: v for k, v in last.items() if k not in training_state}, "model": state,
-               "averaged_from": [str(p) for p in paths]}
+    state = {
+        k: (total[k] / len(ckpts)).to(v.dtype) if v.is_floating_point() else v
+        for k, v in last["model"].items()
+    }
+    training_state = (
+        "optimizer",
+        "schedule",
+        "scaler",
+        "progress",
+        "rng",
+        "format_version",
+        "nmt_version",
+    )
+    payload = {
+        **{k: v for k, v in last.items() if k not in training_state},
+        "model": state,
+        "averaged_from": [str(p) for p in paths],
+    }
     save_checkpoint(out, payload)
     return payload
 
@@ -206,6 +228,8 @@ def checkpoints_to_average(targets: list[str], last: int | None) -> list[Path]:
         raise NmtError(f"--last {last} takes one run directory, got {' '.join(targets)}")
     steps = step_checkpoints(targets[0])
     if len(steps) < last:
-        raise NmtError(f"--last {last}: run directory {targets[0]} holds {len(steps)} step "
-                       f"checkpoint(s) (train.keep_last keeps that many)")
+        raise NmtError(
+            f"--last {last}: run directory {targets[0]} holds {len(steps)} step "
+            f"checkpoint(s) (train.keep_last keeps that many)"
+        )
     return steps[-last:]

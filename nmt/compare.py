@@ -5,6 +5,7 @@ A compared path is a report directory (it holds scores.json) or a run directory,
 report is taken (or the one --split/--beam pick). Reports computed on different test sets are
 refused: their numbers do not measure the same thing.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,14 +18,16 @@ from typing import Optional
 from nmt.bootstrap import DEFAULT_SAMPLES, DEFAULT_SEED, SIGNIFICANCE
 from nmt.errors import NmtError
 from nmt.evaluate import HIGHER_IS_BETTER, SCORES_FILE, bucket_label, load_scores, paired_tests
-from nmt.report import (HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length)
+from nmt.report import HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length
+from nmt.run_dir import RunDir
 
 log = logging.getLogger("nmt")
 COMPARE_PLOT, COMPARE_TABLE, COMPARE_JSON = "compare.png", "compare.md", "compare.json"
 
 
-def find_report(path: str | os.PathLike, split: Optional[str] = None,
-                beam: Optional[int] = None) -> Path:
+def find_report(
+    path: str | os.PathLike, split: Optional[str] = None, beam: Optional[int] = None
+) -> Path:
     """`path` itself if it holds scores.json, else the newest report in the run directory
     `path` (eval_*/scores.json), restricted to --split and --beam when given."""
     p = Path(path)
@@ -33,7 +36,9 @@ def find_report(path: str | os.PathLike, split: Optional[str] = None,
     if not p.is_dir():
         raise NmtError(f"no scores file at {p / SCORES_FILE}: {p} is not a report or run directory")
     found = []
-    for scores in p.glob(f"eval_*/{SCORES_FILE}"):
+    for scores in (r / SCORES_FILE for r in RunDir(p).reports()):
+        if not scores.is_file():
+            continue
         try:
             s = json.loads(scores.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -44,10 +49,12 @@ def find_report(path: str | os.PathLike, split: Optional[str] = None,
         if (p / SCORES_FILE).is_file():
             return p  # a report dir given together with --split/--beam: take it as it is
         want = " and ".join(w for w in (split and f"split {split}", beam and f"beam {beam}") if w)
-        have = sorted(d.name for d in p.glob("eval_*") if d.is_dir())
-        raise NmtError(f"no scores file at {p / SCORES_FILE} and no report"
-                       f"{' for ' + want if want else ''} in {p} "
-                       f"({'reports there: ' + ', '.join(have) if have else 'run nmt evaluate ' + str(p) + ' first'})")
+        have = [d.name for d in RunDir(p).reports()]
+        raise NmtError(
+            f"no scores file at {p / SCORES_FILE} and no report"
+            f"{' for ' + want if want else ''} in {p} "
+            f"({'reports there: ' + ', '.join(have) if have else 'run nmt evaluate ' + str(p) + ' first'})"
+        )
     return max(found, key=lambda d: (d / SCORES_FILE).stat().st_mtime)
 
 
@@ -58,7 +65,7 @@ def model_name(given: str | os.PathLike, report: Path) -> str:
     report = report.resolve()
     if given != report:
         return given.name
-    if report.name.startswith("eval_") and (report.parent / "config.yaml").is_file():
+    if RunDir.is_report_of_run(report):
         return report.parent.name
     return report.name
 
@@ -82,17 +89,21 @@ def check_same_test_set(scores_by_model: dict[str, dict]) -> None:
         fa, fb = (s.get("test_set", {}).get("sha256") for s in (a, b))
         counts = [[x["n"] for x in s["buckets"]] for s in (a, b)]
         if (fa and fb and fa != fb) or a["n"] != b["n"] or counts[0] != counts[1]:
-            raise NmtError(f"'{name}' ({_describe(b)}) and '{first}' ({_describe(a)}) were scored "
-                           f"on different test sets; compare reports on the same sentences")
+            raise NmtError(
+                f"'{name}' ({_describe(b)}) and '{first}' ({_describe(a)}) were scored "
+                f"on different test sets; compare reports on the same sentences"
+            )
         if not (fa and fb):
-            log.warning(f"warning: cannot check that '{name}' and '{first}' used the same test "
-                        f"set (a report written before scores.json recorded it)")
+            log.warning(
+                f"warning: cannot check that '{name}' and '{first}' used the same test "
+                f"set (a report written before scores.json recorded it)"
+            )
 
 
 @dataclass
 class Comparison:
-    scores: dict[str, dict]                            # model -> scores.json
-    reports: dict[str, Path]                           # model -> report directory
+    scores: dict[str, dict]  # model -> scores.json
+    reports: dict[str, Path]  # model -> report directory
     tests: dict[str, dict] = field(default_factory=dict)  # model -> paired test vs the first
 
 
@@ -107,23 +118,31 @@ def paired(comp: Comparison, n_samples: int = DEFAULT_SAMPLES, seed: int = DEFAU
     srcs, refs = _read(comp.reports[first], SRCS_FILE), _read(comp.reports[first], REFS_FILE)
     hyps_a = _read(comp.reports[first], HYPS_FILE)
     if srcs is None or refs is None or hyps_a is None:
-        log.warning(f"warning: no paired tests: {comp.reports[first]} has no {SRCS_FILE} and "
-                    f"{REFS_FILE} (re-run nmt evaluate to write them)")
+        log.warning(
+            f"warning: no paired tests: {comp.reports[first]} has no {SRCS_FILE} and "
+            f"{REFS_FILE} (re-run nmt evaluate to write them)"
+        )
         return
     bounds = [b["hi"] for b in base["buckets"] if b["hi"] is not None]
     for name, scores in rest:
         hyps_b = _read(comp.reports[name], HYPS_FILE)
         if hyps_b is None or len(hyps_b) != len(refs):
-            log.warning(f"warning: no paired test for '{name}': {comp.reports[name] / HYPS_FILE} "
-                        f"does not hold {len(refs)} lines")
+            log.warning(
+                f"warning: no paired test for '{name}': {comp.reports[name] / HYPS_FILE} "
+                f"does not hold {len(refs)} lines"
+            )
             continue
         metrics = tuple(m for m in ("bleu", "chrf", "ter") if m in base and m in scores)
         test = paired_tests(srcs, refs, hyps_a, hyps_b, bounds, metrics, n_samples, seed)
         comp.tests[name] = {**test, "baseline": first, "samples": n_samples, "seed": seed}
 
 
-def load_comparison(paths: list[str], names: Optional[list[str]] = None,
-                    split: Optional[str] = None, beam: Optional[int] = None) -> Comparison:
+def load_comparison(
+    paths: list[str],
+    names: Optional[list[str]] = None,
+    split: Optional[str] = None,
+    beam: Optional[int] = None,
+) -> Comparison:
     if not paths:
         raise NmtError("nothing to compare: no report directories given")
     reports = [find_report(p, split, beam) for p in paths]
@@ -133,8 +152,9 @@ def load_comparison(paths: list[str], names: Optional[list[str]] = None,
         raise NmtError(f"got {len(names)} names for {len(reports)} report directories")
     if len(set(names)) != len(names):
         raise NmtError(f"model names must be distinct to compare them, got {names}")
-    comp = Comparison({n: load_scores(r) for n, r in zip(names, reports)},
-                      dict(zip(names, reports)))
+    comp = Comparison(
+        {n: load_scores(r) for n, r in zip(names, reports)}, dict(zip(names, reports))
+    )
     check_same_test_set(comp.scores)
     return comp
 
@@ -142,15 +162,23 @@ def load_comparison(paths: list[str], names: Optional[list[str]] = None,
 def comparison_markdown(comp: Comparison) -> str:
     """The BLEU and chrF (and TER) tables by length, with p-values where tests ran."""
     metrics = [m for m in ("bleu", "chrf", "ter") if all(m in s for s in comp.scores.values())]
-    parts = [f"## {m.upper() if m != 'chrf' else 'chrF'} by source length\n\n"
-             + bucket_table(comp.scores, m, comp.tests or None) for m in metrics]
+    parts = [
+        f"## {m.upper() if m != 'chrf' else 'chrF'} by source length\n\n"
+        + bucket_table(comp.scores, m, comp.tests or None)
+        for m in metrics
+    ]
     return "\n".join(parts)
 
 
-def compare_reports(paths: list[str], out_dir: str | os.PathLike,
-                    names: Optional[list[str]] = None, split: Optional[str] = None,
-                    beam: Optional[int] = None, n_samples: int = DEFAULT_SAMPLES,
-                    seed: int = DEFAULT_SEED) -> str:
+def compare_reports(
+    paths: list[str],
+    out_dir: str | os.PathLike,
+    names: Optional[list[str]] = None,
+    split: Optional[str] = None,
+    beam: Optional[int] = None,
+    n_samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> str:
     """Compare reports: write compare.md, compare.png and compare.json; return the tables."""
     from nmt.files import atomic_write
 
@@ -161,12 +189,20 @@ def compare_reports(paths: list[str], out_dir: str | os.PathLike,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / COMPARE_TABLE, table)
-    atomic_write(out / COMPARE_JSON, json.dumps(
-        {"reports": {n: str(r) for n, r in comp.reports.items()}, "tests": comp.tests},
-        indent=2) + "\n")
+    atomic_write(
+        out / COMPARE_JSON,
+        json.dumps(
+            {"reports": {n: str(r) for n, r in comp.reports.items()}, "tests": comp.tests}, indent=2
+        )
+        + "\n",
+    )
     first = next(iter(comp.scores.values()))
-    plot_bleu_by_length(comp.scores, out / COMPARE_PLOT, tests=comp.tests or None,
-                        title=f"BLEU by source length ({_describe(first)})")
+    plot_bleu_by_length(
+        comp.scores,
+        out / COMPARE_PLOT,
+        tests=comp.tests or None,
+        title=f"BLEU by source length ({_describe(first)})",
+    )
     return table
 
 
@@ -179,7 +215,11 @@ def verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
         if not test:
             continue
         for k, b in enumerate(scores["buckets"]):
-            p, mine, theirs = test["buckets"][k].get(metric), b.get(metric), base["buckets"][k].get(metric)
+            p, mine, theirs = (
+                test["buckets"][k].get(metric),
+                b.get(metric),
+                base["buckets"][k].get(metric),
+            )
             if p is None:
                 continue
             if p < SIGNIFICANCE:
@@ -188,7 +228,9 @@ def verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
                 what = f"{name} {verdict} {first} significantly"
             else:
                 what = f"no significant difference between {name} and {first}"
-            lines.append(f"- {bucket_label(b['lo'], b['hi'])} words (n={b['n']}): {what} "
-                         f"({metric.upper() if metric != 'chrf' else 'chrF'} {mine:.2f} vs "
-                         f"{theirs:.2f}, p = {p:.3f})")
+            lines.append(
+                f"- {bucket_label(b['lo'], b['hi'])} words (n={b['n']}): {what} "
+                f"({metric.upper() if metric != 'chrf' else 'chrF'} {mine:.2f} vs "
+                f"{theirs:.2f}, p = {p:.3f})"
+            )
     return lines

@@ -16,6 +16,7 @@ EOS (Wu et al. 2016). PAD and BOS are never generated.
 token from the (tempered, top-k/top-p filtered) distribution; its scores stay the model's own
 log-probs. `force_decode` scores given targets through the same interface.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,10 +41,10 @@ NEG_INF = float("-inf")
 
 @dataclass
 class Hypothesis:
-    tokens: list[int]        # output ids, without BOS and without the final EOS
-    score: float             # sum of token log-probs including the EOS (no length penalty)
-    norm_score: float        # ranking score: score / lp(len(tokens) + 1)
-    attn: Optional[Tensor]   # [len(tokens) + 1, S_real] alignment over the real source, or None
+    tokens: list[int]  # output ids, without BOS and without the final EOS
+    score: float  # sum of token log-probs including the EOS (no length penalty)
+    norm_score: float  # ranking score: score / lp(len(tokens) + 1)
+    attn: Optional[Tensor]  # [len(tokens) + 1, S_real] alignment over the real source, or None
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -59,6 +60,7 @@ def max_lengths(src_mask: Tensor, a: float, b: int) -> Tensor:
 # ----------------------------------------------------------------------------------------------
 # Shared step helpers
 
+
 def _restrict(log_probs: Tensor, at_limit: Tensor, model: "NMTModel") -> Tensor:
     """Ban PAD and BOS everywhere; rows at their length limit may only emit EOS."""
     vocab = torch.arange(log_probs.size(-1), device=log_probs.device)
@@ -70,13 +72,18 @@ def _restrict(log_probs: Tensor, at_limit: Tensor, model: "NMTModel") -> Tensor:
 @dataclass
 class Rules:
     """Per-step constraints shared by greedy, beam and sampling, for a batch of B sentences."""
-    prefix: Optional[Tensor] = None       # [B, P] forced first target ids (PAD after the end)
-    prefix_len: Optional[Tensor] = None   # [B]
+
+    prefix: Optional[Tensor] = None  # [B, P] forced first target ids (PAD after the end)
+    prefix_len: Optional[Tensor] = None  # [B]
     no_repeat_ngram: int = 0
 
     @classmethod
-    def build(cls, prefixes: Optional[list[list[int]]], no_repeat_ngram: int = 0,
-              device: str | torch.device = "cpu") -> "Rules":
+    def build(
+        cls,
+        prefixes: Optional[list[list[int]]],
+        no_repeat_ngram: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> "Rules":
         if not prefixes:
             return cls(no_repeat_ngram=no_repeat_ngram)
         prefix, mask = pad_batch(prefixes)
@@ -86,8 +93,11 @@ class Rules:
         """The rules of every sentence repeated n times in a row (samples of one sentence)."""
         if self.prefix is None:
             return self
-        return Rules(self.prefix.repeat_interleave(n, 0), self.prefix_len.repeat_interleave(n),
-                     self.no_repeat_ngram)
+        return Rules(
+            self.prefix.repeat_interleave(n, 0),
+            self.prefix_len.repeat_interleave(n),
+            self.no_repeat_ngram,
+        )
 
     def limit(self, limit: Tensor) -> Tensor:
         """Length limits grown so that every prefix fits before its EOS."""
@@ -95,14 +105,18 @@ class Rules:
 
     def apply(self, log_probs: Tensor, t: int, hist: Tensor, sent: Tensor) -> Tensor:
         """log_probs [R, V] of rows whose sentences are `sent` [R], history hist [R, t]."""
-        out = _ban_repeats(log_probs, hist, self.no_repeat_ngram) if self.no_repeat_ngram \
+        out = (
+            _ban_repeats(log_probs, hist, self.no_repeat_ngram)
+            if self.no_repeat_ngram
             else log_probs
+        )
         if self.prefix is not None and t < self.prefix.size(1):
             # Inside its prefix a row may emit only the forced token, at its model log-prob
             # (even if it repeats an n-gram: the user asked for it).
             forced = self.prefix[sent, t].unsqueeze(1)
-            only = torch.full_like(log_probs, NEG_INF).scatter(1, forced,
-                                                               log_probs.gather(1, forced))
+            only = torch.full_like(log_probs, NEG_INF).scatter(
+                1, forced, log_probs.gather(1, forced)
+            )
             out = torch.where((t < self.prefix_len[sent]).unsqueeze(1), only, out)
         return out
 
@@ -114,13 +128,14 @@ def _ban_repeats(log_probs: Tensor, hist: Tensor, n: int) -> Tensor:
     else:
         if hist.size(1) < n:
             return log_probs
-        grams = hist.unfold(1, n, 1)                                   # [R, W, n]
-        match = (grams[:, :, :-1] == hist[:, -(n - 1):].unsqueeze(1)).all(-1)
+        grams = hist.unfold(1, n, 1)  # [R, W, n]
+        match = (grams[:, :, :-1] == hist[:, -(n - 1) :].unsqueeze(1)).all(-1)
         banned = grams[:, :, -1].masked_fill(~match, -1)
     if banned.numel() == 0:
         return log_probs
-    hit = torch.zeros(log_probs.shape[0], log_probs.shape[1] + 1, dtype=torch.bool,
-                      device=log_probs.device)
+    hit = torch.zeros(
+        log_probs.shape[0], log_probs.shape[1] + 1, dtype=torch.bool, device=log_probs.device
+    )
     hit.scatter_(1, banned.masked_fill(banned < 0, log_probs.size(1)), True)
     return log_probs.masked_fill(hit[:, :-1], NEG_INF)
 
@@ -128,6 +143,7 @@ def _ban_repeats(log_probs: Tensor, hist: Tensor, n: int) -> Tensor:
 @dataclass
 class Sampler:
     """Draw tokens from the tempered, top-k / top-p filtered distribution (seeded)."""
+
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -147,13 +163,20 @@ class Sampler:
             sorted_, order = logits.sort(-1, descending=True)
             before = sorted_.softmax(-1).cumsum(-1) - sorted_.softmax(-1)  # mass above each
             drop = torch.zeros_like(logits, dtype=torch.bool)
-            drop.scatter_(1, order, before >= self.top_p)                 # keeps the first
+            drop.scatter_(1, order, before >= self.top_p)  # keeps the first
             logits = logits.masked_fill(drop, NEG_INF)
         return torch.multinomial(logits.softmax(-1), 1, generator=self.generator).squeeze(1)
 
 
-def _allowed(model: "NMTModel", log_probs: Tensor, t: int, limit: Tensor, rules: "Rules",
-             hist: Tensor, sent: Tensor) -> Tensor:
+def _allowed(
+    model: "NMTModel",
+    log_probs: Tensor,
+    t: int,
+    limit: Tensor,
+    rules: "Rules",
+    hist: Tensor,
+    sent: Tensor,
+) -> Tensor:
     """Step t's fp32 log-probs [R, V] with everything the limits and rules forbid at -inf."""
     return rules.apply(_restrict(log_probs.float(), t >= limit, model), t, hist, sent)
 
@@ -176,8 +199,15 @@ def _should_compact(done: Tensor) -> tuple[bool, bool]:
     return n_done == done.numel(), 4 * n_done >= done.numel() and n_done > 0
 
 
-def _hypotheses(tokens: Tensor, score: Tensor, norm: Tensor, length: Tensor,
-                attn: Optional[Tensor], src_mask: Tensor, nbest: int) -> list[list[Hypothesis]]:
+def _hypotheses(
+    tokens: Tensor,
+    score: Tensor,
+    norm: Tensor,
+    length: Tensor,
+    attn: Optional[Tensor],
+    src_mask: Tensor,
+    nbest: int,
+) -> list[list[Hypothesis]]:
     """Device buffers [B, N, ...] (best first, -inf norm = empty slot) -> Python hypotheses.
 
     One transfer per buffer; attention keeps the steps incl. EOS and the real source columns."""
@@ -185,20 +215,38 @@ def _hypotheses(tokens: Tensor, score: Tensor, norm: Tensor, length: Tensor,
     attn, mask = (None if attn is None else attn.cpu()), src_mask.cpu()
     out = []
     for i in range(len(tokens)):
-        out.append([Hypothesis(tokens[i][k][:length[i][k] - 1], score[i][k], norm[i][k],
-                               None if attn is None else attn[i, k, :length[i][k], mask[i]])
-                    for k in range(nbest) if norm[i][k] != NEG_INF])
+        out.append(
+            [
+                Hypothesis(
+                    tokens[i][k][: length[i][k] - 1],
+                    score[i][k],
+                    norm[i][k],
+                    None if attn is None else attn[i, k, : length[i][k], mask[i]],
+                )
+                for k in range(nbest)
+                if norm[i][k] != NEG_INF
+            ]
+        )
     return out
 
 
 # ----------------------------------------------------------------------------------------------
 # Greedy search
 
+
 @torch.inference_mode()
-def greedy_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, max_len_a: float = 1.5,
-                  max_len_b: int = 10, alpha: float = 0.0, return_attn: bool = False,
-                  rules: Optional[Rules] = None, sampler: Optional[Sampler] = None
-                  ) -> list[list[Hypothesis]]:
+def greedy_search(
+    model: "NMTModel",
+    src: Tensor,
+    src_mask: Tensor,
+    *,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    alpha: float = 0.0,
+    return_attn: bool = False,
+    rules: Optional[Rules] = None,
+    sampler: Optional[Sampler] = None,
+) -> list[list[Hypothesis]]:
     """Pick the most probable token at every step (or draw it with `sampler`).
 
     `alpha` only sets the reported norm_score."""
@@ -206,14 +254,14 @@ def greedy_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, max_len_a
     dev = src.device
     rules = rules or Rules()
     limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
-    steps = int(limit.max()) + 1                       # + 1 for the EOS
+    steps = int(limit.max()) + 1  # + 1 for the EOS
     out_tok = torch.full((B, steps), model.pad_id, dtype=torch.long, device=dev)
     out_score = torch.zeros(B, device=dev)
     out_len = torch.zeros(B, dtype=torch.long, device=dev)
     out_attn: Optional[Tensor] = torch.zeros(B, steps, S, device=dev) if return_attn else None
 
     state = model.init_state(model.encode(src, src_mask))
-    ids = torch.arange(B, device=dev)                  # active row -> sentence
+    ids = torch.arange(B, device=dev)  # active row -> sentence
     done = torch.zeros(B, dtype=torch.bool, device=dev)
     prev = torch.full((B,), model.bos_id, dtype=torch.long, device=dev)
     for t in range(steps):
@@ -239,7 +287,7 @@ def greedy_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, max_len_a
             keep = (~done).nonzero().squeeze(1)
             ids, done, prev, state = ids[keep], done[keep], prev[keep], state.select(keep)
 
-    if attn is None:                                   # a model without attention
+    if attn is None:  # a model without attention
         out_attn = None
     norm = out_score / length_penalty(out_len, alpha)
     one = (x.unsqueeze(1) for x in (out_tok, out_score, norm, out_len))
@@ -249,11 +297,13 @@ def greedy_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, max_len_a
 # ----------------------------------------------------------------------------------------------
 # Beam search
 
+
 class _Finished:
     """The K best ended hypotheses of every sentence, kept on the device sorted by norm score."""
 
-    def __init__(self, B: int, K: int, steps: int, S: int, with_attn: bool, pad: int,
-                 device: torch.device) -> None:
+    def __init__(
+        self, B: int, K: int, steps: int, S: int, with_attn: bool, pad: int, device: torch.device
+    ) -> None:
         self.K, self.steps, self.pad = K, steps, pad
         self.norm = torch.full((B, K), NEG_INF, device=device)
         self.score = torch.zeros(B, K, device=device)
@@ -261,8 +311,15 @@ class _Finished:
         self.tokens = torch.full((B, K, steps), pad, dtype=torch.long, device=device)
         self.attn = torch.zeros(B, K, steps, S, device=device) if with_attn else None
 
-    def add(self, ids: Tensor, ended: Tensor, score: Tensor, tokens: Tensor,
-            attn: Optional[Tensor], alpha: float) -> None:
+    def add(
+        self,
+        ids: Tensor,
+        ended: Tensor,
+        score: Tensor,
+        tokens: Tensor,
+        attn: Optional[Tensor],
+        alpha: float,
+    ) -> None:
         """Merge the `ended` candidates [b, K] (length tokens.size(2)) into sentences `ids`."""
         length = tokens.size(2)
         norm = torch.where(ended, score / length_penalty(length, alpha), NEG_INF)
@@ -271,7 +328,7 @@ class _Finished:
         def merge(old: Tensor, new: Tensor) -> Tensor:
             return _take(torch.cat([old[ids], new], 1), best)
 
-        room = self.steps - length                     # pad candidates to the buffer length
+        room = self.steps - length  # pad candidates to the buffer length
         self.norm[ids] = merge(self.norm, norm)
         self.score[ids] = merge(self.score, score)
         self.length[ids] = merge(self.length, torch.full_like(self.length[ids], length))
@@ -283,15 +340,25 @@ class _Finished:
         return torch.isfinite(self.norm[ids]).sum(1)
 
     def hypotheses(self, src_mask: Tensor, nbest: int) -> list[list[Hypothesis]]:
-        return _hypotheses(self.tokens, self.score, self.norm, self.length, self.attn, src_mask,
-                           nbest)
+        return _hypotheses(
+            self.tokens, self.score, self.norm, self.length, self.attn, src_mask, nbest
+        )
 
 
 @torch.inference_mode()
-def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, beam: int = 5,
-                alpha: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10, nbest: int = 1,
-                return_attn: bool = False, rules: Optional[Rules] = None
-                ) -> list[list[Hypothesis]]:
+def beam_search(
+    model: "NMTModel",
+    src: Tensor,
+    src_mask: Tensor,
+    *,
+    beam: int = 5,
+    alpha: float = 0.6,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    nbest: int = 1,
+    return_attn: bool = False,
+    rules: Optional[Rules] = None,
+) -> list[list[Hypothesis]]:
     """Batched beam search: batch * beam decoder rows, top-k over beam * V candidates per step.
 
     A sentence is done once it holds `beam` finished hypotheses (ended inside the top `beam`
@@ -303,16 +370,16 @@ def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, beam: int =
     steps = int(limit.max()) + 1
     fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev)
 
-    ids = torch.arange(B, device=dev)                  # active sentence -> batch sentence
+    ids = torch.arange(B, device=dev)  # active sentence -> batch sentence
     state = model.init_state(model.encode(src, src_mask)).select(ids.repeat_interleave(K))
     done, scores = torch.zeros(B, dtype=torch.bool, device=dev), torch.zeros(B, K, device=dev)
-    scores[:, 1:] = NEG_INF                            # one live beam at first: no duplicates
+    scores[:, 1:] = NEG_INF  # one live beam at first: no duplicates
     hist = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
     hist_attn = torch.zeros(B, K, 0, S, device=dev) if return_attn else None
     prev = torch.full((B * K,), model.bos_id, dtype=torch.long, device=dev)
     for t in range(steps):
         log_probs, state, attn = model.decode_step(state, prev)
-        if attn is None:                               # a model without attention
+        if attn is None:  # a model without attention
             hist_attn = fin.attn = None
         b, rows = ids.numel(), ids.repeat_interleave(K)
         log_probs = _allowed(model, log_probs, t, limit[rows], rules, hist.flatten(0, 1), rows)
@@ -320,15 +387,26 @@ def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, beam: int =
         # 2K candidates: even if K of them end here, K live ones remain.
         top, idx = (scores.unsqueeze(-1) + log_probs.view(b, K, V)).view(b, K * V).topk(2 * K, 1)
         origin, tok = idx // V, idx % V
-        cand = torch.cat([_take(hist, origin), tok.unsqueeze(2)], 2)          # [b, 2K, t+1]
-        cand_attn = None if hist_attn is None or attn is None else torch.cat(
-            [_take(hist_attn, origin), _take(attn.float().view(b, K, S), origin).unsqueeze(2)],
-            2)                                                                # [b, 2K, t+1, S]
+        cand = torch.cat([_take(hist, origin), tok.unsqueeze(2)], 2)  # [b, 2K, t+1]
+        cand_attn = (
+            None
+            if hist_attn is None or attn is None
+            else torch.cat(
+                [_take(hist_attn, origin), _take(attn.float().view(b, K, S), origin).unsqueeze(2)],
+                2,
+            )
+        )  # [b, 2K, t+1, S]
 
         is_eos = tok == model.eos_id
         ended = is_eos[:, :K] & torch.isfinite(top[:, :K]) & ~done.unsqueeze(1)
-        fin.add(ids, ended, top[:, :K], cand[:, :K],
-                None if cand_attn is None else cand_attn[:, :K], alpha)
+        fin.add(
+            ids,
+            ended,
+            top[:, :K],
+            cand[:, :K],
+            None if cand_attn is None else cand_attn[:, :K],
+            alpha,
+        )
 
         # The K best candidates that did not end stay live (stable order: best first).
         rank = torch.arange(2 * K, device=dev) + 2 * K * is_eos.long()
@@ -353,6 +431,7 @@ def beam_search(model: "NMTModel", src: Tensor, src_mask: Tensor, *, beam: int =
 # ----------------------------------------------------------------------------------------------
 # Entry points
 
+
 @contextmanager
 def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
     """Decode without dropout, then restore the caller's train/eval mode."""
@@ -364,21 +443,35 @@ def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def decode_batch(model: "NMTModel", src: Tensor, src_mask: Tensor, cfg: DecodeConfig,
-                 beam: int | None = None, nbest: int | None = None, return_attn: bool = False,
-                 rules: Optional[Rules] = None, sampler: Optional[Sampler] = None
-                 ) -> list[list[Hypothesis]]:
+def decode_batch(
+    model: "NMTModel",
+    src: Tensor,
+    src_mask: Tensor,
+    cfg: DecodeConfig,
+    beam: int | None = None,
+    nbest: int | None = None,
+    return_attn: bool = False,
+    rules: Optional[Rules] = None,
+    sampler: Optional[Sampler] = None,
+) -> list[list[Hypothesis]]:
     """Greedy search for beam 1, beam search otherwise, `nbest` samples with a sampler;
     alpha and length limits from cfg."""
-    lengths = dict(max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, alpha=cfg.alpha,
-                   return_attn=return_attn)
+    lengths = dict(
+        max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, alpha=cfg.alpha, return_attn=return_attn
+    )
     if sampler is not None:
         n = cfg.nbest if nbest is None else nbest
         rows = torch.arange(src.size(0), device=src.device).repeat_interleave(n)
         with torch.inference_mode(), _eval_mode(model):
-            drawn = greedy_search(model, src[rows], src_mask[rows], **lengths,
-                                  rules=(rules or Rules()).repeat(n), sampler=sampler)
-        return [[h for (h,) in drawn[i * n:(i + 1) * n]] for i in range(src.size(0))]
+            drawn = greedy_search(
+                model,
+                src[rows],
+                src_mask[rows],
+                **lengths,
+                rules=(rules or Rules()).repeat(n),
+                sampler=sampler,
+            )
+        return [[h for (h,) in drawn[i * n : (i + 1) * n]] for i in range(src.size(0))]
     beam = cfg.beam if beam is None else beam
     nbest = min(cfg.nbest, beam) if nbest is None else nbest
     if beam < 1 or not 1 <= nbest <= beam:
@@ -387,8 +480,7 @@ def decode_batch(model: "NMTModel", src: Tensor, src_mask: Tensor, cfg: DecodeCo
         greedy = greedy_search(model, src, src_mask, **lengths, rules=rules)
         if beam == 1:
             return greedy
-        beams = beam_search(model, src, src_mask, beam=beam, nbest=nbest, rules=rules,
-                            **lengths)
+        beams = beam_search(model, src, src_mask, beam=beam, nbest=nbest, rules=rules, **lengths)
     # Beam search is not exact: a greedy path pruned early can end better than every kept beam
     # (mostly when hypotheses run into the length limit). Offering the greedy hypothesis as one
     # more candidate costs one cheap pass and guarantees beam >= greedy in model score.
@@ -413,10 +505,17 @@ def _batches(order: list[int], lengths: list[int], budget: int) -> Iterator[list
         yield batch
 
 
-def translate_ids(model: "NMTModel", src_ids: list[list[int]], cfg: DecodeConfig,
-                  beam: int | None = None, nbest: int | None = None, return_attn: bool = False,
-                  device: str | torch.device = "cpu", progress: bool = False,
-                  prefixes: Optional[list[list[int]]] = None) -> list[list[Hypothesis]]:
+def translate_ids(
+    model: "NMTModel",
+    src_ids: list[list[int]],
+    cfg: DecodeConfig,
+    beam: int | None = None,
+    nbest: int | None = None,
+    return_attn: bool = False,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+    prefixes: Optional[list[list[int]]] = None,
+) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
 
     `prefixes[i]` (target ids, no EOS) starts sentence i's output; cfg.sample draws cfg.nbest
@@ -425,21 +524,31 @@ def translate_ids(model: "NMTModel", src_ids: list[list[int]], cfg: DecodeConfig
         if not s:
             raise NmtError(f"source sentence {i} is empty; expected at least the EOS token")
     if prefixes is not None and len(prefixes) != len(src_ids):
-        raise NmtError(f"{len(prefixes)} prefixes for {len(src_ids)} sentences; expected one "
-                       f"prefix line per input line")
+        raise NmtError(
+            f"{len(prefixes)} prefixes for {len(src_ids)} sentences; expected one "
+            f"prefix line per input line"
+        )
     sampler = Sampler.from_config(cfg, device) if cfg.sample else None
     lengths = [len(s) for s in src_ids]
-    order = sorted(range(len(src_ids)), key=lambda i: -lengths[i])   # longest first
+    order = sorted(range(len(src_ids)), key=lambda i: -lengths[i])  # longest first
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
-    with torch.inference_mode(), tqdm(total=len(src_ids), disable=not progress, file=sys.stderr,
-                                      unit="sent", desc="decode") as bar:
+    with (
+        torch.inference_mode(),
+        tqdm(
+            total=len(src_ids), disable=not progress, file=sys.stderr, unit="sent", desc="decode"
+        ) as bar,
+    ):
         for batch in _batches(order, lengths, cfg.batch_tokens):
             src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
             src, mask = src.to(device), mask.to(device)
-            rules = Rules.build(None if prefixes is None else [prefixes[i] for i in batch],
-                                cfg.no_repeat_ngram, device)
-            for i, hyps in zip(batch, decode_batch(model, src, mask, cfg, beam, nbest,
-                                                   return_attn, rules, sampler)):
+            rules = Rules.build(
+                None if prefixes is None else [prefixes[i] for i in batch],
+                cfg.no_repeat_ngram,
+                device,
+            )
+            for i, hyps in zip(
+                batch, decode_batch(model, src, mask, cfg, beam, nbest, return_attn, rules, sampler)
+            ):
                 results[i] = hyps
             bar.update(len(batch))
     return results
@@ -448,9 +557,11 @@ def translate_ids(model: "NMTModel", src_ids: list[list[int]], cfg: DecodeConfig
 # ----------------------------------------------------------------------------------------------
 # Forced decoding (scoring given targets)
 
+
 @torch.inference_mode()
-def force_decode(model: "NMTModel", src: Tensor, src_mask: Tensor, tgt: list[list[int]]
-                 ) -> list[list[float]]:
+def force_decode(
+    model: "NMTModel", src: Tensor, src_mask: Tensor, tgt: list[list[int]]
+) -> list[list[float]]:
     """Log-prob of each token of each target (ids without EOS), the final EOS included."""
     out_ids, out_mask = pad_batch([t + [model.eos_id] for t in tgt], model.pad_id)
     out_ids, out_mask = out_ids.to(src.device), out_mask.to(src.device)
@@ -460,21 +571,27 @@ def force_decode(model: "NMTModel", src: Tensor, src_mask: Tensor, tgt: list[lis
         steps = []
         for t in range(out_ids.size(1)):
             log_probs, state, _ = model.decode_step(state, prev)
-            steps.append(log_probs.float().gather(1, out_ids[:, t:t + 1]).squeeze(1))
+            steps.append(log_probs.float().gather(1, out_ids[:, t : t + 1]).squeeze(1))
             prev = out_ids[:, t]
     lp = torch.stack(steps, 1).cpu()
-    return [lp[i, :int(n)].tolist() for i, n in enumerate(out_mask.sum(1))]
+    return [lp[i, : int(n)].tolist() for i, n in enumerate(out_mask.sum(1))]
 
 
-def score_ids(model: "NMTModel", src_ids: list[list[int]], tgt_ids: list[list[int]],
-              cfg: DecodeConfig, device: str | torch.device = "cpu") -> list[list[float]]:
+def score_ids(
+    model: "NMTModel",
+    src_ids: list[list[int]],
+    tgt_ids: list[list[int]],
+    cfg: DecodeConfig,
+    device: str | torch.device = "cpu",
+) -> list[list[float]]:
     """force_decode over length-sorted batches of cfg.batch_tokens; input order out."""
     lengths = [max(len(s), len(t) + 1) for s, t in zip(src_ids, tgt_ids)]
     order = sorted(range(len(src_ids)), key=lambda i: -lengths[i])
     results: list[list[float]] = [[] for _ in src_ids]
     for batch in _batches(order, lengths, cfg.batch_tokens):
         src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
-        for i, lp in zip(batch, force_decode(model, src.to(device), mask.to(device),
-                                             [tgt_ids[i] for i in batch])):
+        for i, lp in zip(
+            batch, force_decode(model, src.to(device), mask.to(device), [tgt_ids[i] for i in batch])
+        ):
             results[i] = lp
     return results

@@ -1,4 +1,5 @@
 """torchrun / DistributedDataParallel setup: NCCL on GPU, gloo on CPU; rank 0 writes everything."""
+
 from __future__ import annotations
 
 import os
@@ -36,13 +37,16 @@ def init(device_pref: str = "auto", timeout_minutes: float = 30.0) -> DistInfo:
         gpus = torch.cuda.device_count()
         if local >= gpus:
             nproc = os.environ.get("LOCAL_WORLD_SIZE", str(local + 1))
-            raise NmtError(f"torchrun --nproc_per_node={nproc} starts more processes than this "
-                           f"machine has GPUs ({gpus}); use --nproc_per_node={gpus} or at most "
-                           f"one process per GPU (or 'train.device: cpu' for gloo on CPU)")
+            raise NmtError(
+                f"torchrun --nproc_per_node={nproc} starts more processes than this "
+                f"machine has GPUs ({gpus}); use --nproc_per_node={gpus} or at most "
+                f"one process per GPU (or 'train.device: cpu' for gloo on CPU)"
+            )
         torch.cuda.set_device(local)
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo",
-                                timeout=timedelta(minutes=timeout_minutes))
+        dist.init_process_group(
+            backend="nccl" if use_cuda else "gloo", timeout=timedelta(minutes=timeout_minutes)
+        )
     device = torch.device("cuda", local) if use_cuda else torch.device("cpu")
     return DistInfo(rank, world, local, device)
 

@@ -10,6 +10,7 @@ sacreBLEU computes a corpus score, so buckets and bootstrap resamples cost one e
 Bucketing follows Bahdanau et al. (2014), Fig. 2: sentences are grouped by source length in
 words and each group is scored as its own corpus (BLEU is not an average of sentence BLEUs).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,14 @@ import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
-from nmt.bootstrap import (DEFAULT_SAMPLES, DEFAULT_SEED, interval, paired_p_value,
-                           resample_counts, resampled_scores)
+from nmt.bootstrap import (
+    DEFAULT_SAMPLES,
+    DEFAULT_SEED,
+    interval,
+    paired_p_value,
+    resample_counts,
+    resampled_scores,
+)
 from nmt.errors import NmtError
 
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows
@@ -72,6 +79,7 @@ class MeanScore:
     def _compute_score_from_stats(self, stats):
         class Score:
             score = float(stats[0] / stats[1]) if stats[1] else 0.0
+
         return Score
 
     @staticmethod
@@ -79,13 +87,18 @@ class MeanScore:
         return np.stack([np.asarray(scores, dtype=np.float64), np.ones(len(scores))], axis=1)
 
 
-def _all_stats(hyps: list[str], refs: list[str], metrics: tuple[str, ...],
-               extra: dict[str, tuple[MeanScore, list[float]]] | None = None
-               ) -> dict[str, tuple[Metric, np.ndarray]]:
+def _all_stats(
+    hyps: list[str],
+    refs: list[str],
+    metrics: tuple[str, ...],
+    extra: dict[str, tuple[MeanScore, list[float]]] | None = None,
+) -> dict[str, tuple[Metric, np.ndarray]]:
     _check_parallel(hyps, refs)
     if not hyps:
         raise NmtError("cannot score: no hypotheses")
-    out = {name: (m, sentence_stats(m, hyps, refs)) for name in metrics for m in [make_metric(name)]}
+    out = {
+        name: (m, sentence_stats(m, hyps, refs)) for name in metrics for m in [make_metric(name)]
+    }
     for name, (metric, scores) in (extra or {}).items():
         if len(scores) != len(hyps):
             raise NmtError(f"cannot score: {len(scores)} {name} scores for {len(hyps)} hypotheses")
@@ -101,8 +114,9 @@ def _corpus(stats: dict[str, tuple[Metric, np.ndarray]]) -> dict:
     return {**out, "n": len(next(iter(stats.values()))[1])}
 
 
-def corpus_scores(hyps: list[str], refs: list[str], metrics: tuple[str, ...] = DEFAULT_METRICS
-                  ) -> dict:
+def corpus_scores(
+    hyps: list[str], refs: list[str], metrics: tuple[str, ...] = DEFAULT_METRICS
+) -> dict:
     """Corpus BLEU and chrF (and TER if asked) of `hyps` against one reference each, with
     sacreBLEU signatures."""
     return _corpus(_all_stats(hyps, refs, metrics))
@@ -135,10 +149,16 @@ def bucket_members(srcs: list[str], ranges: list[tuple[int, int | None]]) -> lis
     return [np.asarray(m, dtype=np.int64) for m in members]
 
 
-def score_report(srcs: list[str], hyps: list[str], refs: list[str],
-                 bounds: list[int] = DEFAULT_BUCKETS, metrics: tuple[str, ...] = DEFAULT_METRICS,
-                 n_samples: int = 0, seed: int = DEFAULT_SEED,
-                 extra: dict[str, tuple[MeanScore, list[float]]] | None = None) -> dict:
+def score_report(
+    srcs: list[str],
+    hyps: list[str],
+    refs: list[str],
+    bounds: list[int] = DEFAULT_BUCKETS,
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    n_samples: int = 0,
+    seed: int = DEFAULT_SEED,
+    extra: dict[str, tuple[MeanScore, list[float]]] | None = None,
+) -> dict:
     """Everything scores.json holds: corpus scores plus each metric per source-length bucket,
     each bucket scored as its own corpus (None when empty). With `n_samples` > 0 every score
     gets a 95% bootstrap interval `METRIC_ci` = [low, high] from that many resamples. `extra`
@@ -155,23 +175,32 @@ def score_report(srcs: list[str], hyps: list[str], refs: list[str],
         for name, (metric, st) in stats.items():
             out[name] = _score(metric, st[idx]) if len(idx) else None
             if n_samples:
-                out[f"{name}_ci"] = (None if counts is None else
-                                     interval(resampled_scores(metric, st[idx], counts)))
+                out[f"{name}_ci"] = (
+                    None if counts is None else interval(resampled_scores(metric, st[idx], counts))
+                )
     scores["buckets"] = buckets
     if n_samples:
         scores["bootstrap"] = {"samples": n_samples, "seed": seed, "confidence": 0.95}
     return scores
 
 
-def bleu_by_length(srcs: list[str], hyps: list[str], refs: list[str],
-                   bounds: list[int] = DEFAULT_BUCKETS) -> list[dict]:
+def bleu_by_length(
+    srcs: list[str], hyps: list[str], refs: list[str], bounds: list[int] = DEFAULT_BUCKETS
+) -> list[dict]:
     """Corpus BLEU of each source-length bucket (None for an empty bucket)."""
     return score_report(srcs, hyps, refs, bounds, metrics=("bleu",))["buckets"]
 
 
-def paired_tests(srcs: list[str], refs: list[str], hyps_a: list[str], hyps_b: list[str],
-                 bounds: list[int], metrics: tuple[str, ...] = DEFAULT_METRICS,
-                 n_samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict:
+def paired_tests(
+    srcs: list[str],
+    refs: list[str],
+    hyps_a: list[str],
+    hyps_b: list[str],
+    bounds: list[int],
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    n_samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> dict:
     """sacreBLEU's paired bootstrap test of system b against baseline a, on the whole test set
     and in each source-length bucket: {"p": {metric: p}, "buckets": [{metric: p or None}]}."""
     _check_parallel(hyps_b, refs, srcs)
@@ -182,9 +211,16 @@ def paired_tests(srcs: list[str], refs: list[str], hyps_a: list[str], hyps_b: li
         counts = resample_counts(len(idx), n_samples, seed) if len(idx) else None  # both systems
         for name, (metric, a) in sa.items():
             b = sb[name][1]
-            p[name] = None if counts is None else paired_p_value(
-                resampled_scores(metric, a[idx], counts), resampled_scores(metric, b[idx], counts),
-                _score(metric, a[idx]), _score(metric, b[idx]))
+            p[name] = (
+                None
+                if counts is None
+                else paired_p_value(
+                    resampled_scores(metric, a[idx], counts),
+                    resampled_scores(metric, b[idx], counts),
+                    _score(metric, a[idx]),
+                    _score(metric, b[idx]),
+                )
+            )
     return out
 
 
@@ -207,5 +243,7 @@ def load_scores(report_dir: str | os.PathLike) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise NmtError(f"cannot read scores file {path}: {e}") from None
     if not isinstance(scores, dict) or any(k not in scores for k in REQUIRED_KEYS):
-        raise NmtError(f"scores file {path} is not a scores report (needs keys {', '.join(REQUIRED_KEYS)})")
+        raise NmtError(
+            f"scores file {path} is not a scores report (needs keys {', '.join(REQUIRED_KEYS)})"
+        )
     return scores

@@ -1,4 +1,5 @@
 """Atomic file writes: a crash, kill -9 or full disk never leaves a half-written file behind."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,10 @@ def atomic_write(path: str | os.PathLike, content: Content) -> None:
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise NmtError(f"cannot write {path}: {e.strerror or e} (disk full?); the previous file, "
-                       f"if any, is intact") from None
+        raise NmtError(
+            f"cannot write {path}: {e.strerror or e} (disk full?); the previous file, "
+            f"if any, is intact"
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

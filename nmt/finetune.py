@@ -5,6 +5,7 @@ parent's; its `model` section must build a model the parent's weights load into 
 shapes). The optimiser and schedule start fresh unless `train.init_optimizer` is true. Every
 mismatch is found before anything is written.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +25,7 @@ log = logging.getLogger("nmt")
 
 @dataclasses.dataclass
 class Parent:
-    path: Path             # the checkpoint file the weights come from
+    path: Path  # the checkpoint file the weights come from
     ckpt: dict
     tokenizer: Tokenizer
 
@@ -38,9 +39,11 @@ def load_parent(cfg: Config) -> Parent:
     for f in dataclasses.fields(parent_vocab):
         ours, theirs = getattr(cfg.vocab, f.name), getattr(parent_vocab, f.name)
         if ours != theirs:
-            raise NmtError(f"'vocab.{f.name}' is {ours!r} in this config but {theirs!r} in "
-                           f"{path} (train.init_from); a fine-tuned run reuses that run's subword "
-                           f"models, so its vocab section must be the same")
+            raise NmtError(
+                f"'vocab.{f.name}' is {ours!r} in this config but {theirs!r} in "
+                f"{path} (train.init_from); a fine-tuned run reuses that run's subword "
+                f"models, so its vocab section must be the same"
+            )
     parent = Parent(path, ckpt, tokenizer_from_payload(ckpt["tokenizer"], str(path)))
     tok = parent.tokenizer
     with torch.random.fork_rng():  # a throwaway model must not shift the run's random stream
@@ -53,15 +56,21 @@ def _check_fits(model: torch.nn.Module, parent: Parent) -> None:
     ours, theirs = model.state_dict(), parent.ckpt["model"]
     for name, t in ours.items():
         if name not in theirs:
-            raise NmtError(f"the 'model' section builds parameter {name} {tuple(t.shape)}, which "
-                           f"{parent.path} (train.init_from) does not have")
+            raise NmtError(
+                f"the 'model' section builds parameter {name} {tuple(t.shape)}, which "
+                f"{parent.path} (train.init_from) does not have"
+            )
         if theirs[name].shape != t.shape:
-            raise NmtError(f"parameter {name} has shape {tuple(t.shape)} with this 'model' section "
-                           f"but {tuple(theirs[name].shape)} in {parent.path} (train.init_from)")
+            raise NmtError(
+                f"parameter {name} has shape {tuple(t.shape)} with this 'model' section "
+                f"but {tuple(theirs[name].shape)} in {parent.path} (train.init_from)"
+            )
     extra = [n for n in theirs if n not in ours]
     if extra:
-        raise NmtError(f"{parent.path} (train.init_from) has parameter {extra[0]} "
-                       f"{tuple(theirs[extra[0]].shape)}, which this 'model' section does not build")
+        raise NmtError(
+            f"{parent.path} (train.init_from) has parameter {extra[0]} "
+            f"{tuple(theirs[extra[0]].shape)}, which this 'model' section does not build"
+        )
 
 
 def init_weights(model: torch.nn.Module, parent: Parent) -> None:

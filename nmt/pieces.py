@@ -4,6 +4,7 @@ sentencepiece reports a piece's surface text (the input characters it stands for
 word keeps its spelling) only in its SentencePieceText proto; the Python package decodes that
 through protobuf, which we do not depend on, so the few fields needed are read off the wire.
 """
+
 from __future__ import annotations
 
 MARKER = "\u2581"  # sentencepiece's word-boundary marker
@@ -30,11 +31,11 @@ def _fields(buf: bytes):
             value, i = _varint(buf, i)
         elif wire == 2:
             size, i = _varint(buf, i)
-            value, i = buf[i:i + size], i + size
+            value, i = buf[i : i + size], i + size
         elif wire == 5:
-            value, i = buf[i:i + 4], i + 4
+            value, i = buf[i : i + 4], i + 4
         elif wire == 1:
-            value, i = buf[i:i + 8], i + 8
+            value, i = buf[i : i + 8], i + 8
         else:
             raise ValueError(f"unexpected protobuf wire type {wire}")
         yield field, value

@@ -5,6 +5,7 @@ bf16 support, or a CPU with native bf16 units (AVX512-BF16 or AMX). On other CPU
 a bf16 matmul is emulated and runs tens of times slower than fp32, so auto means fp32 there.
 This module sits at the bottom of the chain (models, training and decoding all use it).
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -48,12 +49,19 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     if precision == "auto":
         return "bf16" if bf16_is_fast(device) else "fp32"
     if precision == "fp16" and device.type != "cuda":
-        raise NmtError("contradictory options: 'train.precision: fp16' needs a CUDA device "
-                       "(use bf16 on CPU)")
-    if (precision == "bf16" and device.type == "cuda" and torch.cuda.is_available()
-            and not torch.cuda.is_bf16_supported()):
-        raise NmtError(f"'train.precision: bf16' is not supported by this GPU "
-                       f"({torch.cuda.get_device_name(device)}); use fp16 or fp32")
+        raise NmtError(
+            "contradictory options: 'train.precision: fp16' needs a CUDA device (use bf16 on CPU)"
+        )
+    if (
+        precision == "bf16"
+        and device.type == "cuda"
+        and torch.cuda.is_available()
+        and not torch.cuda.is_bf16_supported()
+    ):
+        raise NmtError(
+            f"'train.precision: bf16' is not supported by this GPU "
+            f"({torch.cuda.get_device_name(device)}); use fp16 or fp32"
+        )
     return precision
 
 

@@ -5,6 +5,7 @@ attention maps.
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so nothing needs a display
 and no global figure state leaks between calls. Every file is written atomically.
 """
+
 from __future__ import annotations
 
 import io
@@ -28,6 +29,7 @@ LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER", "comet": "COMET"}
 
 
 # ------------------------------------------------------------------------------- buckets
+
 
 def _buckets(scores_by_model: dict[str, dict]) -> list[tuple[int, int | None]]:
     """The shared (lo, hi) bucket ranges; every model must use the same ones to be compared."""
@@ -78,22 +80,28 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
 def _notes(scores_by_model: dict[str, dict], dropped: list[str], tests: Optional[dict]) -> str:
     notes = []
     if dropped:
-        notes.append(f"Empty buckets not shown: {', '.join(dropped)} source words "
-                     f"(no sentence that long).")
+        notes.append(
+            f"Empty buckets not shown: {', '.join(dropped)} source words (no sentence that long)."
+        )
     boot = next(iter(scores_by_model.values())).get("bootstrap")
     if boot:
-        notes.append(f"[low, high]: 95% bootstrap interval ({boot['samples']} resamples, "
-                     f"seed {boot['seed']}).")
+        notes.append(
+            f"[low, high]: 95% bootstrap interval ({boot['samples']} resamples, "
+            f"seed {boot['seed']})."
+        )
     if tests:
         first = next(iter(scores_by_model))
         samples = next(iter(tests.values())).get("samples", "?")
-        notes.append(f"p: sacreBLEU's paired bootstrap test against {first} ({samples} "
-                     f"resamples); * p < {SIGNIFICANCE}.")
+        notes.append(
+            f"p: sacreBLEU's paired bootstrap test against {first} ({samples} "
+            f"resamples); * p < {SIGNIFICANCE}."
+        )
     return "".join(f"\n{n}\n" for n in notes)
 
 
-def bucket_table(scores_by_model: dict[str, dict], metric: str = "bleu",
-                 tests: Optional[dict] = None) -> str:
+def bucket_table(
+    scores_by_model: dict[str, dict], metric: str = "bleu", tests: Optional[dict] = None
+) -> str:
     """Markdown table of one metric: a row per non-empty length bucket and one for the whole
     test set, the sentence count, each model's score [95% interval], and with `tests` (model ->
     paired test against the first model) a p-value column after each other model."""
@@ -115,13 +123,24 @@ def bucket_table(scores_by_model: dict[str, dict], metric: str = "bleu",
                 cells.append(_fmt_p(get_p(tests.get(name))))
         return cells
 
-    rows = [row(bucket_label(*ranges[k]), next(iter(scores_by_model.values()))["buckets"][k]["n"],
-                lambda s, k=k: (s["buckets"][k].get(metric), s["buckets"][k].get(f"{metric}_ci")),
-                lambda t, k=k: t and t["buckets"][k].get(metric))
-            for k in shown]
+    rows = [
+        row(
+            bucket_label(*ranges[k]),
+            next(iter(scores_by_model.values()))["buckets"][k]["n"],
+            lambda s, k=k: (s["buckets"][k].get(metric), s["buckets"][k].get(f"{metric}_ci")),
+            lambda t, k=k: t and t["buckets"][k].get(metric),
+        )
+        for k in shown
+    ]
     first = next(iter(scores_by_model.values()))
-    rows.append(row("all", first["n"], lambda s: (s.get(metric), s.get(f"{metric}_ci")),
-                    lambda t: t and t["p"].get(metric)))
+    rows.append(
+        row(
+            "all",
+            first["n"],
+            lambda s: (s.get(metric), s.get(f"{metric}_ci")),
+            lambda t: t and t["p"].get(metric),
+        )
+    )
     return _markdown(header, rows) + _notes(scores_by_model, dropped, tests)
 
 
@@ -131,15 +150,25 @@ def metrics_table(scores: dict) -> str:
     shown, dropped = shown_buckets({"m": scores})
     metrics = [m for m in LABELS if m in scores]
     header = ["source words", "n", *(LABELS[m] for m in metrics)]
-    rows = [[bucket_label(*ranges[k]), str(scores["buckets"][k]["n"]),
-             *(_fmt(scores["buckets"][k].get(m), scores["buckets"][k].get(f"{m}_ci"))
-               for m in metrics)] for k in shown]
-    rows.append(["all", str(scores["n"]), *(_fmt(scores[m], scores.get(f"{m}_ci"))
-                                             for m in metrics)])
+    rows = [
+        [
+            bucket_label(*ranges[k]),
+            str(scores["buckets"][k]["n"]),
+            *(
+                _fmt(scores["buckets"][k].get(m), scores["buckets"][k].get(f"{m}_ci"))
+                for m in metrics
+            ),
+        ]
+        for k in shown
+    ]
+    rows.append(
+        ["all", str(scores["n"]), *(_fmt(scores[m], scores.get(f"{m}_ci")) for m in metrics)]
+    )
     return _markdown(header, rows) + _notes({"m": scores}, dropped, None)
 
 
 # ------------------------------------------------------------------------------- plots
+
 
 def _save(fig: Figure, path: str | os.PathLike, dpi: int = 120) -> None:
     from nmt.files import atomic_write
@@ -150,9 +179,21 @@ def _save(fig: Figure, path: str | os.PathLike, dpi: int = 120) -> None:
     atomic_write(path, buf.getvalue())
 
 
-def plot_bleu_by_length(scores_by_model: dict[str, dict], path: str | os.PathLike,
-                        title: str | None = None, tests: Optional[dict] = None,
-                        metric: str = "bleu") -> None:
+def _stars(ax, test: dict, metric: str, points, color: str) -> None:
+    """A star above each (x, bucket, top) point whose paired test says p < SIGNIFICANCE."""
+    for xi, k, t in points:
+        p = test["buckets"][k].get(metric)
+        if p is not None and p < SIGNIFICANCE:
+            ax.annotate("*", (xi, t), ha="center", va="bottom", fontsize=14, color=color)
+
+
+def plot_bleu_by_length(
+    scores_by_model: dict[str, dict],
+    path: str | os.PathLike,
+    title: str | None = None,
+    tests: Optional[dict] = None,
+    metric: str = "bleu",
+) -> None:
     """A metric against source-length bucket, one line per model (Bahdanau et al. 2014, Fig. 2),
     with 95% bootstrap intervals as error bars, each bucket's sentence count under its label and,
     with `tests`, a star over a model's point where it differs significantly from the first."""
@@ -169,7 +210,9 @@ def plot_bleu_by_length(scores_by_model: dict[str, dict], path: str | os.PathLik
         cis = [b.get(f"{metric}_ci") for b in bs]
         err = None
         if all(ci is not None for ci in cis):
-            err = np.array([[v - ci[0] for v, ci in zip(y, cis)], [ci[1] - v for v, ci in zip(y, cis)]])
+            err = np.array(
+                [[v - ci[0] for v, ci in zip(y, cis)], [ci[1] - v for v, ci in zip(y, cis)]]
+            )
         # A line joins neighbouring buckets only: a dropped empty bucket leaves a gap.
         gaps = [i + 1 for i in range(len(shown) - 1) if shown[i + 1] != shown[i] + 1]
         gx, gy = np.insert(x + dx, gaps, np.nan), np.insert(y, gaps, np.nan)
@@ -178,16 +221,15 @@ def plot_bleu_by_length(scores_by_model: dict[str, dict], path: str | os.PathLik
         test = (tests or {}).get(name)
         if test:
             top = y if err is None else y + err[1]
-            for xi, k, t in zip(x, shown, top):
-                p = test["buckets"][k].get(metric)
-                if p is not None and p < SIGNIFICANCE:
-                    ax.annotate("*", (xi + dx, t), ha="center", va="bottom", fontsize=14,
-                                color=line.lines[0].get_color())
+            _stars(ax, test, metric, zip(x + dx, shown, top), line.lines[0].get_color())
     ax.set_xticks(x, [f"{bucket_label(*ranges[k])}\nn={first['buckets'][k]['n']}" for k in shown])
-    ax.set_xlabel("source sentence length (words)"
-                  + (f"; empty, not shown: {', '.join(dropped)}" if dropped else ""))
-    ax.set_ylabel(LABELS.get(metric, metric) + (" (95% bootstrap interval)"
-                                                if first.get("bootstrap") else ""))
+    ax.set_xlabel(
+        "source sentence length (words)"
+        + (f"; empty, not shown: {', '.join(dropped)}" if dropped else "")
+    )
+    ax.set_ylabel(
+        LABELS.get(metric, metric) + (" (95% bootstrap interval)" if first.get("bootstrap") else "")
+    )
     ax.set_ylim(bottom=0)
     ax.margins(x=0.1)
     ax.grid(True, alpha=0.4)
@@ -203,7 +245,7 @@ def plot_bleu_by_length(scores_by_model: dict[str, dict], path: str | os.PathLik
 
 
 MAX_FIG_INCHES = (14.0, 12.0)  # about 1700 x 1450 px at 120 dpi, whatever the sentence length
-INCH_PER_LABEL = 0.11          # a 7-point label; a longer axis labels every k-th token
+INCH_PER_LABEL = 0.11  # a 7-point label; a longer axis labels every k-th token
 
 
 def _label_ticks(n: int, inches: float) -> list[int]:
@@ -211,32 +253,52 @@ def _label_ticks(n: int, inches: float) -> list[int]:
     return list(range(0, n, step))
 
 
-def plot_attention(src_tokens: list[str], tgt_tokens: list[str], weights, path: str | os.PathLike,
-                   title: str | None = None) -> None:
+def plot_attention(
+    src_tokens: list[str],
+    tgt_tokens: list[str],
+    weights,
+    path: str | os.PathLike,
+    title: str | None = None,
+) -> None:
     """Heatmap of attention weights [len(tgt_tokens), len(src_tokens)]: source on x, target on y.
     The figure grows with the sentence up to MAX_FIG_INCHES; past that, every k-th token is
     labelled (with its position) so the labels stay readable."""
     w = np.asarray(weights, dtype=float)
     if w.shape != (len(tgt_tokens), len(src_tokens)):
-        raise NmtError(f"attention weights have shape {w.shape}, expected "
-                       f"({len(tgt_tokens)}, {len(src_tokens)}) = (target tokens, source tokens)")
+        raise NmtError(
+            f"attention weights have shape {w.shape}, expected "
+            f"({len(tgt_tokens)}, {len(src_tokens)}) = (target tokens, source tokens)"
+        )
     width = min(MAX_FIG_INCHES[0], max(4.0, INCH_PER_LABEL * 1.6 * len(src_tokens) + 2.5))
     height = min(MAX_FIG_INCHES[1], max(3.0, INCH_PER_LABEL * 1.6 * len(tgt_tokens) + 2.0))
     fig = Figure(figsize=(width, height))
     ax = fig.add_subplot()
     # Scaled to the largest weight, not to 1: attention spread over a long sentence stays
     # visible (the colour bar gives the values).
-    image = ax.imshow(w, cmap="Greys", vmin=0.0, vmax=float(w.max(initial=0.0)) or 1.0,
-                      aspect="auto", interpolation="nearest")
-    for axis, tokens, inches, setter in ((0, src_tokens, width - 2.5, ax.set_xticks),
-                                         (1, tgt_tokens, height - 2.0, ax.set_yticks)):
+    image = ax.imshow(
+        w,
+        cmap="Greys",
+        vmin=0.0,
+        vmax=float(w.max(initial=0.0)) or 1.0,
+        aspect="auto",
+        interpolation="nearest",
+    )
+    for axis, tokens, inches, setter in (
+        (0, src_tokens, width - 2.5, ax.set_xticks),
+        (1, tgt_tokens, height - 2.0, ax.set_yticks),
+    ):
         ticks = _label_ticks(len(tokens), inches)
         every = len(ticks) < len(tokens)
         labels = [f"{tokens[i]} ({i + 1})" if every else tokens[i] for i in ticks]
         setter(ticks, labels, fontsize=7, **({"rotation": 90} if axis == 0 else {}))
-    ax.set_xlabel("source" + (" (every k-th token labelled, with its position)"
-                              if len(_label_ticks(len(src_tokens), width - 2.5)) < len(src_tokens)
-                              else ""))
+    ax.set_xlabel(
+        "source"
+        + (
+            " (every k-th token labelled, with its position)"
+            if len(_label_ticks(len(src_tokens), width - 2.5)) < len(src_tokens)
+            else ""
+        )
+    )
     ax.set_ylabel("target")
     fig.colorbar(image, ax=ax, fraction=0.03)
     if title:
@@ -246,14 +308,22 @@ def plot_attention(src_tokens: list[str], tgt_tokens: list[str], weights, path: 
 
 # ------------------------------------------------------------------------------- files
 
+
 def _lines(texts: list[str]) -> str:
     # A line must stay one line, or the file stops lining up with the others.
     return "".join(" ".join(t.splitlines()) + "\n" for t in texts)
 
 
-def write_report(report_dir: str | os.PathLike, scores: dict, hyps: list[str], plot: bool = True,
-                 srcs: Optional[list[str]] = None, refs: Optional[list[str]] = None,
-                 name: Optional[str] = None, title: Optional[str] = None) -> None:
+def write_report(
+    report_dir: str | os.PathLike,
+    scores: dict,
+    hyps: list[str],
+    plot: bool = True,
+    srcs: Optional[list[str]] = None,
+    refs: Optional[list[str]] = None,
+    name: Optional[str] = None,
+    title: Optional[str] = None,
+) -> None:
     """Write hyps.txt, scores.json, (with them) srcs.txt and refs.txt, which later paired tests
     read, and (if `plot`) bleu_by_length.png into `report_dir`; `name` labels the curve."""
     from nmt.files import atomic_write
@@ -266,8 +336,11 @@ def write_report(report_dir: str | os.PathLike, scores: dict, hyps: list[str], p
             atomic_write(out / file, _lines(texts))
     atomic_write(out / SCORES_FILE, json.dumps(scores, indent=2) + "\n")
     if plot:
-        plot_bleu_by_length({name or out.name or "model": scores}, out / PLOT_FILE,
-                            title=title or "BLEU by source length")
+        plot_bleu_by_length(
+            {name or out.name or "model": scores},
+            out / PLOT_FILE,
+            title=title or "BLEU by source length",
+        )
 
 
 def format_scores(scores: dict) -> str:

@@ -7,9 +7,9 @@ gets one run per model, their reports, and the joint report: study.json, study.m
 side by side) and bleu_by_length.png (Bahdanau et al. 2014, Fig. 2). Finished models are skipped,
 interrupted ones resumed, so rerunning a study continues it.
 """
+
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import multiprocessing
@@ -18,24 +18,25 @@ from pathlib import Path
 from typing import Any, Optional
 
 from nmt import pipeline
-from nmt.checkpoint import load_checkpoint, resolve
-from nmt.config import (apply_overrides, check_trainable, dump_yaml, from_dict, read_yaml,
-                        to_dict)
+from nmt.checkpoint import load_checkpoint
+from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
+from nmt.config import (
+    apply_overrides,
+    check_trainable,
+    dump_yaml,
+    from_dict,
+    merge_sections,
+    read_yaml,
+    to_dict,
+)
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
-from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
 from nmt.report import plot_bleu_by_length
+from nmt.run_dir import RunDir
 
 log = logging.getLogger("nmt")
 STUDY_KEYS = {"name", "out", "base", "models", "evaluate", "parallel"}
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def load_study(path: str | Path) -> dict:
@@ -43,15 +44,19 @@ def load_study(path: str | Path) -> dict:
     raw = read_yaml(path, "study")
     unknown = set(raw) - STUDY_KEYS
     if unknown:
-        raise NmtError(f"unknown key '{sorted(unknown)[0]}' in {path}; expected one of "
-                       f"{sorted(STUDY_KEYS)}")
+        raise NmtError(
+            f"unknown key '{sorted(unknown)[0]}' in {path}; expected one of {sorted(STUDY_KEYS)}"
+        )
     if not isinstance(raw.get("models"), dict) or not raw["models"]:
         raise NmtError(f"missing required key 'models' in {path} (name -> config sections)")
-    for key, value in [("base", raw.get("base"))] + [(f"models.{n}", v)
-                                                     for n, v in raw["models"].items()]:
+    for key, value in [("base", raw.get("base"))] + [
+        (f"models.{n}", v) for n, v in raw["models"].items()
+    ]:
         if value is not None and not isinstance(value, dict):
-            raise NmtError(f"'{key}' in {path} must be a mapping of config sections, got "
-                           f"{type(value).__name__}")
+            raise NmtError(
+                f"'{key}' in {path} must be a mapping of config sections, got "
+                f"{type(value).__name__}"
+            )
     par = raw.get("parallel", 1)
     if isinstance(par, bool) or not isinstance(par, int) or par < 1:
         raise NmtError(f"'parallel' in {path} must be an integer >= 1, got {par!r}")
@@ -66,29 +71,23 @@ def load_study(path: str | Path) -> dict:
     return raw
 
 
-def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()
-                  ) -> dict[str, Any]:
+def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()) -> dict[str, Any]:
     """Each model's validated Config: base merged with its overrides (then --set), run_dir
     inside the study."""
     configs = {}
     split = (study.get("evaluate") or {}).get("split", "test")
     for name, over in study["models"].items():
-        raw = apply_overrides(_merge(study.get("base") or {}, over or {}), list(overrides))
+        raw = apply_overrides(merge_sections(study.get("base") or {}, over or {}), list(overrides))
         raw.setdefault("train", {})["run_dir"] = str(out / name)
         where = f"{path} (model '{name}')"
         cfg = configs[name] = from_dict(raw, where)
         check_trainable(cfg, where)
         if split not in cfg.data.splits:  # caught now, not after hours of training
-            raise NmtError(f"'evaluate.split' in {path} is '{split}', which model '{name}' does "
-                           f"not name in 'data.splits' (have: {', '.join(cfg.data.splits)})")
+            raise NmtError(
+                f"'evaluate.split' in {path} is '{split}', which model '{name}' does "
+                f"not name in 'data.splits' (have: {', '.join(cfg.data.splits)})"
+            )
     return configs
-
-
-def _trained(run: Path, cfg_text: str) -> bool:
-    """Finished with exactly this config (a changed config means the old run is stale)."""
-    saved = run / "config.yaml"
-    return ((run / "trained.json").is_file() and saved.is_file()
-            and saved.read_text(encoding="utf-8") == cfg_text)
 
 
 _stop = None  # in a worker process: set by the study when another model has failed
@@ -112,35 +111,38 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
     if _stop is not None and _stop.is_set():
         raise NmtError("not started: another model failed")
     cfg = from_dict(cfg_dict, where)
-    pipeline.LOG_TAG = name
-    pipeline.setup_logging()
-    run = Path(cfg.train.run_dir)
-    cfg_text = dump_yaml(cfg)
-    report = run / f"eval_{split}_beam{beam}"
-    if _trained(run, cfg_text):
-        log.info(f"study: {name} already trained in {run}, skipping training")
+    pipeline.setup_logging(tag=name)
+    run = RunDir(cfg.train.run_dir)
+    report = run.report(split, beam)
+    # finished with exactly this config (a changed config means the old run is stale)
+    if run.trained_reason() is not None and run.same_config(cfg):
+        log.info(f"study: {name} already trained in {run.path}, skipping training")
     else:
-        saved = run / "config.yaml"
-        resume = (saved.is_file() and saved.read_text(encoding="utf-8") == cfg_text
-                  and any(run.glob("checkpoints/step_*.pt")))
+        resume = run.same_config(cfg) and bool(run.step_checkpoints())
         log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
-        result = pipeline.train(cfg, resume=resume, overwrite=not resume)
+        result = pipeline.train(cfg, resume=resume, overwrite=not resume, log_tag=name, where=where)
         if result.interrupted:  # the checkpoint is kept: rerunning the study resumes it
             raise NmtError(f"training was {result.stop_reason}; rerun the study to resume it")
         if cfg.train.max_steps and result.stop_reason.startswith("reached max_minutes"):
-            log.warning(f"study: {name} hit its time cap before its {cfg.train.max_steps}-step "
-                        f"budget: this machine is slower than the study was planned for, so "
-                        f"its results may differ from the README's")
-        atomic_write(run / "trained.json", json.dumps({"stop_reason": result.stop_reason}) + "\n")
+            log.warning(
+                f"study: {name} hit its time cap before its {cfg.train.max_steps}-step "
+                f"budget: this machine is slower than the study was planned for, so "
+                f"its results may differ from the README's"
+            )
+        run.mark_trained(result.stop_reason)
         (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
-        pipeline.evaluate(str(run), split=split, beam=beam, report_dir=str(report),
-                          progress=False)
-    ck = load_checkpoint(resolve(run, prefer="latest"))  # the time of the whole run
-    stop = json.loads((run / "trained.json").read_text(encoding="utf-8"))["stop_reason"]
-    return {**load_scores(report), "params": ck["params"], "steps": ck["step"],
-            "stop_reason": stop, "train_seconds": ck["progress"]["train_seconds"]}
+        opts = pipeline.EvalOptions(split=split, beam=beam, report_dir=str(report), progress=False)
+        pipeline.evaluate(str(run.path), opts)
+    ck = load_checkpoint(run.checkpoint(prefer="latest"))  # the time of the whole run
+    return {
+        **load_scores(report),
+        "params": ck["params"],
+        "steps": ck["step"],
+        "stop_reason": run.trained_reason(),
+        "train_seconds": ck["progress"]["train_seconds"],
+    }
 
 
 def budget(cfg) -> str:
@@ -157,74 +159,120 @@ def budget(cfg) -> str:
 
 
 def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -> Path:
+    """Train and evaluate every model of the study at `path`; write its report (study.md,
+    study.json, bleu_by_length.png) into the study directory, which is returned."""
     study = load_study(path)
     out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
     # every config is checked before any training
     configs = model_configs(study, path, out_dir, overrides)
     ev = study.get("evaluate") or {}
     split, beam = ev.get("split", "test"), ev.get("beam", 1)
-    workers = int(study.get("parallel", 1))
     for name, cfg in configs.items():
-        log.info(f"study: {name}: {budget(cfg)}; the expected time is logged after its first "
-                 f"{cfg.train.log_every} steps")
+        log.info(
+            f"study: {name}: {budget(cfg)}; the expected time is logged after its first "
+            f"{cfg.train.log_every} steps"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "configs").mkdir(exist_ok=True)
     for name, cfg in configs.items():
         atomic_write(out_dir / "configs" / f"{name}.yaml", dump_yaml(cfg))
-    jobs = {name: (name, to_dict(cfg), f"{path} (model '{name}')", split, beam)
-            for name, cfg in configs.items()}
+    jobs = {
+        name: (name, to_dict(cfg), f"{path} (model '{name}')", split, beam)
+        for name, cfg in configs.items()
+    }
+    workers = int(study.get("parallel", 1))
     if workers > 1:
-        # RNN training uses one core well and two poorly: on a small machine, models side by
-        # side (one thread each, train.threads) finish sooner than one after another.
-        ctx = multiprocessing.get_context("spawn")
-        stop = ctx.Event()
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                 initargs=(stop,)) as pool:
-            # Longest budgets first, so the slowest model does not start last.
-            order = sorted(jobs, key=lambda n: (-configs[n].train.max_minutes,
-                                                -configs[n].train.max_steps))
-            futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
-            wait(futures.values(), return_when=FIRST_EXCEPTION)
-            failed = [f.exception() for f in futures.values()
-                      if f.done() and not f.cancelled() and f.exception()]
-            if failed:  # report the first failure now, not after the other models finish
-                # SIGTERM: a model still training saves a checkpoint and stops (the next run
-                # of the study resumes it). The executor has no public handle on its workers,
-                # and shutdown() forgets them, so they are taken first.
-                workers_now = list((getattr(pool, "_processes", None) or {}).values())
-                stop.set()
-                for f in futures.values():
-                    f.cancel()
-                for proc in workers_now:
-                    proc.terminate()
-                raise failed[0]
-            results = {name: futures[name].result() for name in jobs}
+        results = _run_side_by_side(jobs, configs, workers)
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
+    _write_report(study, path, out_dir, configs, results, split, beam)
+    return out_dir
+
+
+def _run_side_by_side(jobs: dict[str, tuple], configs: dict[str, Any], workers: int) -> dict:
+    """Each model in its own process, `workers` at a time; the first failure stops them all."""
+    # RNN training uses one core well and two poorly: on a small machine, models side by
+    # side (one thread each, train.threads) finish sooner than one after another.
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(stop,)
+    ) as pool:
+        # Longest budgets first, so the slowest model does not start last.
+        order = sorted(
+            jobs, key=lambda n: (-configs[n].train.max_minutes, -configs[n].train.max_steps)
+        )
+        futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
+        wait(futures.values(), return_when=FIRST_EXCEPTION)
+        failed = [
+            f.exception()
+            for f in futures.values()
+            if f.done() and not f.cancelled() and f.exception()
+        ]
+        if failed:  # report the first failure now, not after the other models finish
+            # SIGTERM: a model still training saves a checkpoint and stops (the next run
+            # of the study resumes it). The executor has no public handle on its workers,
+            # and shutdown() forgets them, so they are taken first.
+            workers_now = list((getattr(pool, "_processes", None) or {}).values())
+            stop.set()
+            for f in futures.values():
+                f.cancel()
+            for proc in workers_now:
+                proc.terminate()
+            raise failed[0]
+        return {name: futures[name].result() for name in jobs}
+
+
+def _write_report(
+    study: dict,
+    path: str,
+    out_dir: Path,
+    configs: dict[str, Any],
+    results: dict,
+    split: str,
+    beam: int,
+) -> None:
+    """study.json, study.md and bleu_by_length.png, with paired tests against seq2seq."""
     # The fixed-vector model (seq2seq) first: it is the baseline of the paired tests.
     order = sorted(results, key=lambda n: configs[n].model.arch != "seq2seq")
-    comp = load_comparison([str(out_dir / n / f"eval_{split}_beam{beam}") for n in order], order)
+    comp = load_comparison([str(RunDir(out_dir / n).report(split, beam)) for n in order], order)
     paired(comp)
     results = {n: results[n] for n in order}
-    table = comparison_markdown(comp)
     atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
-    summary = [f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
-               f"({split}, beam {beam})", "", table, "",
-               f"## Which models beat {order[0]} significantly (BLEU, paired bootstrap)", "",
-               *verdicts(comp), "",
-               "| model | params | steps | train minutes | BLEU | chrF |",
-               "|---|---:|---:|---:|---:|---:|"]
+    summary = [
+        f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
+        f"({split}, beam {beam})",
+        "",
+        comparison_markdown(comp),
+        "",
+        f"## Which models beat {order[0]} significantly (BLEU, paired bootstrap)",
+        "",
+        *verdicts(comp),
+        "",
+        "| model | params | steps | train minutes | BLEU | chrF |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name, r in results.items():
-        summary.append(f"| {name} | {r['params']:,} | {r['steps']:,} | "
-                       f"{r['train_seconds'] / 60:.1f} | {r['bleu']:.2f} | {r['chrf']:.2f} |")
-    cut = [n for n, r in results.items()
-           if configs[n].train.max_steps and r["steps"] < configs[n].train.max_steps]
+        summary.append(
+            f"| {name} | {r['params']:,} | {r['steps']:,} | "
+            f"{r['train_seconds'] / 60:.1f} | {r['bleu']:.2f} | {r['chrf']:.2f} |"
+        )
+    cut = [
+        n
+        for n, r in results.items()
+        if configs[n].train.max_steps and r["steps"] < configs[n].train.max_steps
+    ]
     if cut:
-        summary += ["", f"Stopped before their step budget: {', '.join(cut)} "
-                        f"({'; '.join(results[n]['stop_reason'] for n in cut)})."]
+        summary += [
+            "",
+            f"Stopped before their step budget: {', '.join(cut)} "
+            f"({'; '.join(results[n]['stop_reason'] for n in cut)}).",
+        ]
     text = "\n".join(summary) + "\n"
     atomic_write(out_dir / "study.md", text)
-    plot_bleu_by_length(results, out_dir / "bleu_by_length.png", tests=comp.tests or None,
-                        title=f"BLEU by source length ({split})")
-    print(text)
-    return out_dir
+    plot_bleu_by_length(
+        results,
+        out_dir / "bleu_by_length.png",
+        tests=comp.tests or None,
+        title=f"BLEU by source length ({split})",
+    )

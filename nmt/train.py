@@ -4,6 +4,7 @@ A plain loop over deterministic token-budget batches. Everything that decides wh
 (step, epoch, position in the epoch, RNG states, optimiser, schedule, best score, patience) is in
 the checkpoint, so a resumed run continues bit-for-bit like an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -25,17 +26,24 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from nmt.checkpoint import (load_checkpoint, model_payload, save_checkpoint, step_checkpoints,
-                            tokenizer_payload)
+from nmt.checkpoint import load_checkpoint, model_payload, save_checkpoint, tokenizer_payload
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.data.batching import Batch, BucketBatcher
 from nmt.data.tokenizer import PAD, Tokenizer
-from nmt.distributed import (DistInfo, all_gather_objects, all_reduce_flag, all_reduce_max,
-                             all_reduce_sum_, barrier)
+from nmt.distributed import (
+    DistInfo,
+    all_gather_objects,
+    all_reduce_flag,
+    all_reduce_max,
+    all_reduce_sum_,
+    barrier,
+)
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.models.rnn import host_lengths
 from nmt.precision import autocast_for, cpu_has_bf16, resolve_precision, set_tf32  # noqa: F401
+from nmt.run_dir import RunDir
+from nmt.stopping import STOP_CODES, Stop, early_stop_reason, oom_advice, stop_decision
 
 log = logging.getLogger("nmt")
 # Validation extras (BLEU, chrF) are computed by a function the caller passes in, so training
@@ -58,9 +66,12 @@ def rng_state(device: torch.device = torch.device("cpu")) -> dict:
     """This process's generators; on CUDA only its own device's (a list of states for all
     visible GPUs could not be restored on a machine with fewer)."""
     st = np.random.get_state()
-    return {"python": random.getstate(), "numpy": [st[0], st[1].tolist(), st[2], st[3], st[4]],
-            "torch": torch.get_rng_state(),
-            "cuda": [torch.cuda.get_rng_state(device)] if device.type == "cuda" else []}
+    return {
+        "python": random.getstate(),
+        "numpy": [st[0], st[1].tolist(), st[2], st[3], st[4]],
+        "torch": torch.get_rng_state(),
+        "cuda": [torch.cuda.get_rng_state(device)] if device.type == "cuda" else [],
+    }
 
 
 def set_rng_state(st: dict, device: torch.device = torch.device("cpu")) -> None:
@@ -117,8 +128,13 @@ class Schedule:
 
 def loss_fn(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
     """Summed token cross-entropy in fp32 (padding ignored)."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), target.reshape(-1),
-                           ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+    return F.cross_entropy(
+        logits.float().reshape(-1, logits.size(-1)),
+        target.reshape(-1),
+        ignore_index=PAD,
+        label_smoothing=smoothing,
+        reduction="sum",
+    )
 
 
 def resolve_device(cfg: TrainConfig) -> torch.device:
@@ -131,8 +147,9 @@ def resolve_device(cfg: TrainConfig) -> torch.device:
 
 def strict_json(row: dict) -> str:
     """One metrics line as strict JSON: a non-finite number (NaN, inf) is written as null."""
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-             for k, v in row.items()}
+    clean = {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()
+    }
     return json.dumps(clean, allow_nan=False)
 
 
@@ -167,8 +184,42 @@ class Pace:
 
 
 @dataclass
+class LogWindow:
+    """Running sums between two training log lines (tokens are those of all ranks)."""
+
+    start: float = field(default_factory=time.time)
+    tokens: float = 0.0
+    loss: float = 0.0
+    padding: float = 0.0
+    batches: int = 0
+
+    def add(self, out: dict, batches: list[Batch]) -> None:
+        self.tokens += out["tokens"]
+        self.loss += out["loss_sum"]
+        self.padding += sum(b.padding for b in batches)
+        self.batches += len(batches)
+
+    def row(self, step: int, epoch: int, out: dict, peak_mem_mb: float) -> dict:
+        """The metrics.jsonl row of this window, ending with the step that returned `out`."""
+        loss = self.loss / self.tokens
+        return {
+            "step": step,
+            "split": "train",
+            "epoch": epoch + 1,
+            "loss": loss,
+            "ppl": math.exp(min(loss, 50)),
+            "tok_s": self.tokens / (time.time() - self.start),
+            "padding": self.padding / self.batches,
+            "lr": out["lr"],
+            "grad_norm": float(out["grad_norm"]),
+            "peak_mem_mb": peak_mem_mb,
+        }
+
+
+@dataclass
 class Progress:
     """What a checkpoint needs to continue exactly where training stopped."""
+
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0
@@ -181,12 +232,20 @@ class Progress:
 
 
 class Trainer:
-    def __init__(self, cfg: Config, model: NMTModel, tokenizer: Tokenizer, batcher: BucketBatcher,
-                 valid_batches: list[Batch], run_dir: Path, dist: DistInfo,
-                 score_fn: Optional[ScoreFn] = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        model: NMTModel,
+        tokenizer: Tokenizer,
+        batcher: BucketBatcher,
+        valid_batches: list[Batch],
+        run_dir: Path,
+        dist: DistInfo,
+        score_fn: Optional[ScoreFn] = None,
+    ) -> None:
         self.cfg, self.tc = cfg, cfg.train
         self.tokenizer, self.batcher, self.valid_batches = tokenizer, batcher, valid_batches
-        self.run_dir, self.dist, self.score_fn = run_dir, dist, score_fn
+        self.run, self.dist, self.score_fn = RunDir(run_dir), dist, score_fn
         self.device = dist.device
         self.precision = resolve_precision(self.tc.precision, self.device)
         if self.device.type == "cuda":
@@ -198,18 +257,27 @@ class Trainer:
             seed_everything(rank_seed(self.tc.seed, dist.rank))
             # The only buffers are constant (the sinusoid table): nothing to broadcast per step.
             ddp = torch.nn.parallel.DistributedDataParallel
-            no_sync = ({"forward_sync_buffers": False}  # its newer name (torch >= 2.12)
-                       if "forward_sync_buffers" in inspect.signature(ddp).parameters
-                       else {"broadcast_buffers": False})
-            self.net = ddp(self.net, device_ids=[dist.local_rank] if self.device.type == "cuda"
-                           else None, **no_sync)
+            no_sync = (
+                {"forward_sync_buffers": False}  # its newer name (torch >= 2.12)
+                if "forward_sync_buffers" in inspect.signature(ddp).parameters
+                else {"broadcast_buffers": False}
+            )
+            self.net = ddp(
+                self.net,
+                device_ids=[dist.local_rank] if self.device.type == "cuda" else None,
+                **no_sync,
+            )
         if self.tc.compile:
             # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
             self.net = torch.compile(self.net)
         opt_cls = torch.optim.AdamW if self.tc.optimizer == "adamw" else torch.optim.Adam
-        self.opt = opt_cls(self.model.parameters(), lr=self.tc.lr, betas=tuple(self.tc.betas),
-                           weight_decay=self.tc.weight_decay,
-                           fused=True if self.device.type == "cuda" else None)
+        self.opt = opt_cls(
+            self.model.parameters(),
+            lr=self.tc.lr,
+            betas=tuple(self.tc.betas),
+            weight_decay=self.tc.weight_decay,
+            fused=True if self.device.type == "cuda" else None,
+        )
         self.sched = Schedule(self.tc)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.autocast = autocast_for(self.precision, self.device)
@@ -221,7 +289,6 @@ class Trainer:
         self._signal: Optional[str] = None
         self.interrupted = False  # stopped by a signal (on any rank): checkpointed, unfinished
         self.main = dist.rank == 0
-        self.metrics_path = run_dir / "metrics.jsonl"
         self.tb = self._tensorboard() if self.main else None
 
     # ---------------------------------------------------------------- bookkeeping
@@ -230,12 +297,12 @@ class Trainer:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:  # optional extra
             return None
-        return SummaryWriter(str(self.run_dir / "tensorboard"))
+        return SummaryWriter(str(self.run.tensorboard))
 
     def _record(self, row: dict) -> None:
         if not self.main:
             return
-        with open(self.metrics_path, "a", encoding="utf-8") as f:
+        with open(self.run.metrics, "a", encoding="utf-8") as f:
             f.write(strict_json(row) + "\n")
         if self.tb is not None:
             for k, v in row.items():
@@ -248,12 +315,19 @@ class Trainer:
     def checkpoint_payload(self, rank_rngs: Optional[list] = None) -> dict:
         self._tick()
         rngs = rank_rngs or [rng_state(self.device)]
-        return {"config": to_dict(self.cfg), "model": model_payload(self.net),
-                "optimizer": self.opt.state_dict(), "schedule": self.sched.state_dict(),
-                "scaler": self.scaler.state_dict(), "progress": vars(self.p).copy(),
-                "step": self.p.step, "rng": rngs[0], "rng_ranks": rngs,
-                "tokenizer": tokenizer_payload(self.tokenizer),
-                "params": self.model.num_parameters()}
+        return {
+            "config": to_dict(self.cfg),
+            "model": model_payload(self.net),
+            "optimizer": self.opt.state_dict(),
+            "schedule": self.sched.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "progress": vars(self.p).copy(),
+            "step": self.p.step,
+            "rng": rngs[0],
+            "rng_ranks": rngs,
+            "tokenizer": tokenizer_payload(self.tokenizer),
+            "params": self.model.num_parameters(),
+        }
 
     def gather_rngs(self) -> list:
         """Every rank's generator states (a collective: all ranks call it)."""
@@ -265,22 +339,21 @@ class Trainer:
         rngs = rngs if rngs is not None else self.gather_rngs()
         if not self.main:
             return
-        ck_dir = self.run_dir / "checkpoints"
-        ck_dir.mkdir(exist_ok=True)
+        self.run.checkpoints.mkdir(exist_ok=True)
         payload = self.checkpoint_payload(rngs)
-        save_checkpoint(ck_dir / f"step_{self.p.step}.pt", payload)
+        save_checkpoint(self.run.step_checkpoint(self.p.step), payload)
         if best:
-            save_checkpoint(self.run_dir / "best.pt", payload)
-        for old in step_checkpoints(self.run_dir)[:-self.tc.keep_last]:
-            old.unlink(missing_ok=True)
+            save_checkpoint(self.run.best, payload)
+        self.run.prune(self.tc.keep_last)
 
     def resume(self, path: Path) -> None:
         ck = load_checkpoint(path)
         try:
             self.model.load_state_dict(ck["model"])
         except RuntimeError:
-            raise NmtError(f"checkpoint {path} does not fit this model (architecture or "
-                           f"vocabulary changed?)") from None
+            raise NmtError(
+                f"checkpoint {path} does not fit this model (architecture or vocabulary changed?)"
+            ) from None
         self.opt.load_state_dict(ck["optimizer"])
         self.sched.load_state_dict(ck["schedule"])
         self.scaler.load_state_dict(ck["scaler"])
@@ -290,10 +363,14 @@ class Trainer:
             set_rng_state(rngs[self.dist.rank], self.device)
         else:  # more ranks than the run had: a fresh stream for this rank, moved on by the step
             seed_everything(rank_seed(self.tc.seed, self.dist.rank) + self.p.step)
-            log.warning(f"rank {self.dist.rank}: the checkpoint holds generator states for "
-                        f"{len(rngs)} rank(s); this rank starts a new one")
-        log.info(f"resumed from {path} at step {self.p.step} (epoch {self.p.epoch + 1}, "
-                 f"batch {self.p.batch_in_epoch})")
+            log.warning(
+                f"rank {self.dist.rank}: the checkpoint holds generator states for "
+                f"{len(rngs)} rank(s); this rank starts a new one"
+            )
+        log.info(
+            f"resumed from {path} at step {self.p.step} (epoch {self.p.epoch + 1}, "
+            f"batch {self.p.batch_in_epoch})"
+        )
 
     # ---------------------------------------------------------------- signals
     def _on_signal(self, signum: int, _frame: Any) -> None:
@@ -314,79 +391,124 @@ class Trainer:
             logits = self.net(batch.src, batch.src_mask, batch.tgt_in)
         return loss_fn(logits, batch.tgt_out, self.tc.label_smoothing)
 
+    def _decide(self, **facts: Any) -> Optional[Stop]:
+        """`stop_decision` on this rank's step and epoch plus the facts given."""
+        return stop_decision(self.cfg, step=self.p.step, epoch=self.p.epoch, **facts)
+
+    def _minutes(self) -> float:
+        self._tick()
+        return self.p.train_seconds / 60
+
     def _local_stop_code(self) -> int:
-        """2: a signal arrived; 1: the time budget is spent; 0: go on (this rank's view)."""
-        return 2 if self._signal else int(self._limits_reached() is not None)
+        """2: a signal arrived; 1: a limit is reached; 0: go on (this rank's view)."""
+        stop = self._decide(signal=self._signal, minutes=self._minutes())
+        return 0 if stop is None else STOP_CODES[stop.kind]
 
     def train_step(self, batches: list[Batch]) -> Optional[dict]:
         """One optimiser step over `accum_steps` batches; None when the loss was not finite,
-        {"skipped": "scaler"} when the fp16 GradScaler found an overflow.
+        {"skipped": "scaler"} when the fp16 GradScaler found an overflow, {"oom": True, ...}
+        when a single process ran out of CUDA memory.
 
-        The host reads the device once per step, after the backward pass: the loss and token
-        sums, whether the loss and the gradients are finite and (under DDP) whether any rank
-        must stop, in one tensor. The loss is normalised by the token count of all ranks."""
+        The host reads the device once per step, after the backward pass (see `_read_step`).
+        The loss is normalised by the token count of all ranks."""
         self.net.train()
         lr = self.sched.lr(self.p.step + 1)
         for g in self.opt.param_groups:
             g["lr"] = lr
-        world, n_local = self.dist.world, sum(b.n_tokens for b in batches)
+        n_local = sum(b.n_tokens for b in batches)
+        n_all, scale = self._token_scale(n_local)
+        loss_sum = self._backward(batches, scale)
+        if loss_sum is None:
+            return {"oom": True, "tokens": sum(b.n_slots for b in batches)}
+        self.scaler.unscale_(self.opt)
+        gnorm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), self.tc.clip_grad if self.tc.clip_grad > 0 else float("inf")
+        )
+        total_loss, bad_loss, bad_grad, n_tok = self._read_step(loss_sum, gnorm, n_all, n_local)
+        if bad_loss or bad_grad:
+            self.opt.zero_grad(set_to_none=True)
+            self.scaler.update()  # an overflow lowers the fp16 scale (no-op when disabled)
+            if not bad_loss and self.scaler.is_enabled():
+                return {"skipped": "scaler"}
+            return None
+        self.opt.step()  # (unscaled above; the finite check above replaces scaler.step's)
+        self.scaler.update()
+        self.opt.zero_grad(set_to_none=True)
+        return {
+            "loss": total_loss / n_tok,
+            "loss_sum": total_loss,
+            "tokens": n_tok,
+            "lr": lr,
+            "grad_norm": gnorm.detach(),
+        }
+
+    def _token_scale(self, n_local: int) -> tuple[Optional[torch.Tensor], Any]:
+        """(this rank's token count on the device under DDP, the factor of each loss)."""
+        if self.dist.world == 1:
+            return None, 1.0 / n_local
+        # DDP averages over ranks: loss_r * world / N makes it sum_r loss_r / N
+        n_all = torch.tensor([float(n_local)]).to(self.device, non_blocking=True)
+        return n_all, self.dist.world / all_reduce_sum_(n_all)[0]
+
+    def _backward(self, batches: list[Batch], scale: Any) -> Optional[torch.Tensor]:
+        """Forward and backward over the batches; their summed loss, or None when a single
+        process ran out of CUDA memory (the batch is then dropped)."""
         loss_sum = torch.zeros((), device=self.device)
-        if world > 1:  # DDP averages over ranks: loss_r * world / N makes it sum_r loss_r / N
-            n_all = torch.tensor([float(n_local)]).to(self.device, non_blocking=True)
-            scale = world / all_reduce_sum_(n_all)[0]
-        else:
-            n_all, scale = None, 1.0 / n_local
         try:
             for i, b in enumerate(batches):
                 # known on the host: a packing RNN then needs no device read
-                lengths = (host_lengths(b.src_mask.sum(1)) if b.src_mask.device.type == "cpu"
-                           else nullcontext())
+                lengths = (
+                    host_lengths(b.src_mask.sum(1))
+                    if b.src_mask.device.type == "cpu"
+                    else nullcontext()
+                )
                 b = b.to(self.device)
-                sync = (world == 1 or i == len(batches) - 1)
+                sync = self.dist.world == 1 or i == len(batches) - 1
                 with nullcontext() if sync else self.net.no_sync(), lengths:
                     # A non-finite loss still runs backward (under DDP every rank must take
-                    # part in the all-reduce); the step is dropped on all ranks below.
+                    # part in the all-reduce); the step is dropped on all ranks afterwards.
                     loss = self._forward_loss(b)
                     self.scaler.scale(loss * scale).backward()
                 loss_sum += loss.detach()
         except torch.cuda.OutOfMemoryError:
             if self.dist.world > 1:
                 # the other ranks are waiting in a gradient all-reduce: skipping is not possible
-                raise NmtError(f"out of memory on a batch of {sum(b.n_slots for b in batches)} "
-                               f"padded tokens: {self._oom_advice()}") from None
+                raise NmtError(
+                    f"out of memory on a batch of {sum(b.n_slots for b in batches)} "
+                    f"padded tokens: {oom_advice(self.cfg)}"
+                ) from None
             self.opt.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
-            return {"oom": True, "tokens": sum(b.n_slots for b in batches)}
-        self.scaler.unscale_(self.opt)
-        gnorm = torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.tc.clip_grad if self.tc.clip_grad > 0 else float("inf"))
-        bad_loss = (~torch.isfinite(loss_sum)).float()
-        bad_grad = (~torch.isfinite(gnorm)).float()  # an fp16 overflow (or NaN gradients)
-        stats = [loss_sum.float(), bad_loss, bad_grad]
-        if world > 1:
-            code = self._local_stop_code()
-            flags = torch.tensor([float(code == 2), float(code == 1)]).to(self.device,
-                                                                         non_blocking=True)
-            stats = torch.cat([all_reduce_sum_(torch.cat([torch.stack(stats), flags])), n_all])
-        else:
-            stats = torch.stack(stats)
-        read = stats.tolist()  # the step's one device -> host read
-        total_loss, any_bad_loss, any_bad_grad = read[:3]
-        n_tok = read[5] if world > 1 else float(n_local)
-        if world > 1:
-            self._agreed_stop = 2 if read[3] > 0 else int(read[4] > 0)
-            self._own_stop = code
-        if any_bad_loss or any_bad_grad:
-            self.opt.zero_grad(set_to_none=True)
-            self.scaler.update()  # an overflow lowers the fp16 scale (no-op when disabled)
-            if not any_bad_loss and self.scaler.is_enabled():
-                return {"skipped": "scaler"}
             return None
-        self.opt.step()  # (unscaled above; the finite check above replaces scaler.step's)
-        self.scaler.update()
-        self.opt.zero_grad(set_to_none=True)
-        return {"loss": total_loss / n_tok, "loss_sum": total_loss, "tokens": n_tok, "lr": lr,
-                "grad_norm": gnorm.detach()}
+        return loss_sum
+
+    def _read_step(
+        self,
+        loss_sum: torch.Tensor,
+        gnorm: torch.Tensor,
+        n_all: Optional[torch.Tensor],
+        n_local: int,
+    ) -> tuple[float, ...]:
+        """The step's one device -> host read: (loss sum, loss not finite, gradients not finite
+        (an fp16 overflow or NaN), tokens), summed over ranks; under DDP the same read tells
+        every rank whether any rank must stop."""
+        stats = torch.stack(
+            [
+                loss_sum.float(),
+                (~torch.isfinite(loss_sum)).float(),
+                (~torch.isfinite(gnorm)).float(),
+            ]
+        )
+        if self.dist.world == 1:
+            return (*stats.tolist(), float(n_local))
+        code = self._local_stop_code()
+        flags = torch.tensor([float(code == 2), float(code == 1)]).to(
+            self.device, non_blocking=True
+        )
+        read = torch.cat([all_reduce_sum_(torch.cat([stats, flags])), n_all]).tolist()
+        self._agreed_stop = 2 if read[3] > 0 else int(read[4] > 0)
+        self._own_stop = code
+        return read[0], read[1], read[2], read[5]
 
     @torch.no_grad()
     def validate(self) -> dict:
@@ -404,18 +526,16 @@ class Trainer:
             row.update(self.score_fn(self.model))
         return row
 
-    def _oom_advice(self) -> str:
-        return (f"lower 'data.batch_tokens' (now {self.cfg.data.batch_tokens}) or use "
-                f"'train.accum_steps' for the same batch size")
-
     def _skipped(self, out: Optional[dict]) -> bool:
         """Count a skipped step (non-finite loss, fp16 overflow, or CUDA out of memory); after
         `max_bad_steps` of one kind in a row, stop with a clear error instead of going on."""
         if out is not None and out.get("skipped") == "scaler":
             # the GradScaler lowers its scale and tries again; the schedule does not move
             self.p.scaler_skipped += 1
-            log.info(f"fp16 overflow at step {self.p.step + 1}: step skipped, loss scale now "
-                     f"{self.scaler.get_scale():g} ({self.p.scaler_skipped} skipped in total)")
+            log.info(
+                f"fp16 overflow at step {self.p.step + 1}: step skipped, loss scale now "
+                f"{self.scaler.get_scale():g} ({self.p.scaler_skipped} skipped in total)"
+            )
             return True
         if out is not None and "oom" not in out:
             self._runs = {"nan": 0, "oom": 0}
@@ -425,30 +545,36 @@ class Trainer:
         n, step = self._runs[kind], self.p.step + 1
         if kind == "nan":
             self.p.bad_steps_total += 1
-            log.warning(f"non-finite loss at step {step}: step skipped ({n} in a row, "
-                        f"{self.p.bad_steps_total} in total)")
-            if n >= self.tc.max_bad_steps:
-                raise NmtError(f"training diverged: {n} consecutive steps with a non-finite loss "
-                               f"at step {step}; lower 'train.lr' or use 'train.precision: fp32'")
+            log.warning(
+                f"non-finite loss at step {step}: step skipped ({n} in a row, "
+                f"{self.p.bad_steps_total} in total)"
+            )
         else:
-            log.warning(f"out of memory on a batch of {out['tokens']} padded tokens at step "
-                        f"{step}: batch skipped")
-            if n >= self.tc.max_bad_steps:
-                raise NmtError(f"out of memory on {n} batches in a row: {self._oom_advice()}")
+            log.warning(
+                f"out of memory on a batch of {out['tokens']} padded tokens at step "
+                f"{step}: batch skipped"
+            )
+        stop = self._decide(bad_run=(kind, n))
+        if stop is not None and stop.kind == "failed":
+            raise NmtError(stop.reason)
         return True
 
     # ---------------------------------------------------------------- the loop
-    def _log_pace(self, pace: Pace, told: bool) -> bool:
+    def _log_pace(self) -> None:
         """Progress against the step budget; the first time, the expected total time."""
         total = self.tc.max_steps
-        per, left = pace.eta(self.p.step, total)
-        if not told:
-            log.info(f"expected time: about {duration(left)} for the remaining "
-                     f"{total - self.p.step} of {total} steps ({per:.2f} s/step on this machine "
-                     f"so far)")
-        log.info(f"step {self.p.step}/{total} ({100 * self.p.step / total:.0f}%), "
-                 f"{per:.2f} s/step, ETA {duration(left)}")
-        return True
+        per, left = self._pace.eta(self.p.step, total)
+        if not self._told:
+            log.info(
+                f"expected time: about {duration(left)} for the remaining "
+                f"{total - self.p.step} of {total} steps ({per:.2f} s/step on this machine "
+                f"so far)"
+            )
+            self._told = True
+        log.info(
+            f"step {self.p.step}/{total} ({100 * self.p.step / total:.0f}%), "
+            f"{per:.2f} s/step, ETA {duration(left)}"
+        )
 
     def _tick(self) -> None:
         """Move wall-clock time since the last tick into progress (so checkpoints carry it)."""
@@ -456,145 +582,93 @@ class Trainer:
         self.p.train_seconds += now - self._clock
         self._clock = now
 
-    def _limits_reached(self) -> Optional[str]:
-        tc = self.tc
-        if tc.max_steps and self.p.step >= tc.max_steps:
-            return f"reached max_steps={tc.max_steps}"
-        self._tick()
-        if tc.max_minutes and self.p.train_seconds / 60 >= tc.max_minutes:
-            return f"reached max_minutes={tc.max_minutes:g}"
-        return None
-
     def _stop_check(self, after_step: bool = False) -> Optional[str]:
         """Why to stop now, if at all: a signal or a limit. Ranks decide together (the strongest
-        reason on any rank wins), so all of them take the same path to the end of the run.
-        After a step, the ranks agreed on signals and the time budget in that step's read (no
-        extra round trip); the step limit is the same on every rank."""
+        reason on any rank wins), so all of them take the same path to the end of the run."""
         if self.dist.world > 1 and after_step:
-            if self._agreed_stop == 0:
-                limit = self.tc.max_steps and self.p.step >= self.tc.max_steps
-                return f"reached max_steps={self.tc.max_steps}" if limit else None
-            own = self._own_stop
-            if self._agreed_stop > own:
-                reason = ("interrupted on another rank" if self._agreed_stop == 2
-                          else "a limit was reached on another rank")
-            else:
-                reason = (f"interrupted by {self._signal}" if own == 2
-                          else self._limits_reached() or
-                          f"reached max_minutes={self.tc.max_minutes:g}")
-            self.interrupted = self._agreed_stop == 2
-            return reason
-        reason = f"interrupted by {self._signal}" if self._signal else self._limits_reached()
-        code = 2 if self._signal else int(reason is not None)
+            return self._agreed_after_step()
+        stop = self._decide(signal=self._signal, minutes=self._minutes())
+        code, reason = (0, None) if stop is None else (STOP_CODES[stop.kind], stop.reason)
         if self.dist.world > 1:
             agreed = all_reduce_max(code, self.device)
             if agreed > code:
-                reason = ("interrupted on another rank" if agreed == 2
-                          else "a limit was reached on another rank")
+                reason = _elsewhere(agreed)
             code = agreed
         self.interrupted = code == 2
         return reason
 
+    def _agreed_after_step(self) -> Optional[str]:
+        """After a step under DDP: the ranks agreed on signals and time budgets in that step's
+        read (no extra round trip); the step limit is the same on every rank."""
+        if self._agreed_stop == 0:
+            stop = self._decide()
+            return stop.reason if stop else None
+        self.interrupted = self._agreed_stop == 2
+        if self._agreed_stop > self._own_stop:
+            return _elsewhere(self._agreed_stop)
+        stop = self._decide(signal=self._signal, minutes=self._minutes())
+        return stop.reason if stop else f"reached max_minutes={self.tc.max_minutes:g}"
+
     def _validate_and_checkpoint(self) -> None:
-        stop = 0
+        stop = False
         rngs = self.gather_rngs()
         if self.main and not self.valid_batches:
             # no validation data: nothing to compare, so the latest model is the best one
             self.save(best=True, rngs=rngs)
         elif self.main:
-            row = self.validate()
-            metric = row.get(self.tc.early_stop_metric, row["loss"])
-            hib = self._higher_is_better() and self.tc.early_stop_metric in row
-            improved = self.p.best is None or (metric > self.p.best if hib else metric < self.p.best)
-            if improved:
-                self.p.best, self.p.bad_validations = metric, 0
-            else:
-                self.p.bad_validations += 1
-            self.sched.observe(metric, hib)
-            row = {"step": self.p.step, "split": "valid", **row, "best": self.p.best}
-            self.p.history.append(row)
-            self._record(row)
-            log.info("valid step %d: %s%s", self.p.step,
-                     ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                               for k, v in row.items() if k not in ("step", "split", "best")),
-                     " (new best)" if improved else "")
-            self.save(best=improved, rngs=rngs)
-            stop = int(bool(self.tc.patience) and self.p.bad_validations >= self.tc.patience)
+            self.save(best=self._validate_and_record(), rngs=rngs)
+            decision = self._decide(bad_validations=self.p.bad_validations)
+            stop = decision is not None and decision.kind == "patience"
         barrier()
         if self.dist.world > 1:
-            stop = int(all_reduce_flag(bool(stop), self.device))
+            stop = all_reduce_flag(stop, self.device)
         if stop:
-            self.stop_reason = f"early stopping: no improvement in {self.tc.patience} validations"
+            self.stop_reason = early_stop_reason(self.tc.patience)
+
+    def _validate_and_record(self) -> bool:
+        """Validate (rank 0), update the best score and the schedule, log the row; whether
+        this is a new best."""
+        row = self.validate()
+        metric = row.get(self.tc.early_stop_metric, row["loss"])
+        hib = self._higher_is_better() and self.tc.early_stop_metric in row
+        improved = self.p.best is None or (metric > self.p.best if hib else metric < self.p.best)
+        if improved:
+            self.p.best, self.p.bad_validations = metric, 0
+        else:
+            self.p.bad_validations += 1
+        self.sched.observe(metric, hib)
+        row = {"step": self.p.step, "split": "valid", **row, "best": self.p.best}
+        self.p.history.append(row)
+        self._record(row)
+        log.info(
+            "valid step %d: %s%s",
+            self.p.step,
+            ", ".join(
+                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in row.items()
+                if k not in ("step", "split", "best")
+            ),
+            " (new best)" if improved else "",
+        )
+        return improved
 
     def train(self) -> Progress:
-        tc = self.tc
+        """Train until a stop reason (`stop_reason`), then validate and checkpoint the end."""
         old_handlers = self._install_signals()
         self._clock = time.time()
         # a checkpoint saved on a signal comes after its run's last validation
-        last_valid_step = self.p.history[-1]["step"] if self.p.history else -1
-        log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0
+        self._last_valid = self.p.history[-1]["step"] if self.p.history else -1
         self._runs = {"nan": 0, "oom": 0}
-        pace, told = Pace(self.p.step), False
+        self._window = LogWindow()
+        self._pace, self._told = Pace(self.p.step), False
         try:
             self.stop_reason = self._stop_check()  # a resumed run may have no budget left
             while self.stop_reason is None:
-                if tc.max_epochs and self.p.epoch >= tc.max_epochs:
-                    self.stop_reason = f"reached max_epochs={tc.max_epochs}"
-                    break
-                batches = self.batcher.epoch(self.p.epoch)
-                bar = tqdm(total=len(batches), initial=self.p.batch_in_epoch,
-                           desc=f"epoch {self.p.epoch + 1}", leave=False, dynamic_ncols=True,
-                           disable=not (self.main and tc.progress and sys.stderr.isatty()),
-                           file=sys.stderr)  # not into a file or pipe: its \r would glue lines
-                while self.p.batch_in_epoch < len(batches):
-                    group = batches[self.p.batch_in_epoch:self.p.batch_in_epoch + tc.accum_steps]
-                    data = [self.batcher.batch(ix) for ix in group]
-                    out = self.train_step(data)
-                    self.p.batch_in_epoch += len(group)
-                    bar.update(len(group))
-                    if self._skipped(out):
-                        continue
-                    self.p.step += 1
-                    log_tok += out["tokens"]  # of all ranks
-                    log_loss += out["loss_sum"]
-                    log_pad += sum(b.padding for b in data)
-                    log_n += len(data)
-                    if self.p.step % tc.log_every == 0:
-                        el = time.time() - log_t
-                        row = {"step": self.p.step, "split": "train", "epoch": self.p.epoch + 1,
-                               "loss": log_loss / log_tok, "ppl": math.exp(min(log_loss / log_tok, 50)),
-                               "tok_s": log_tok / el, "padding": log_pad / log_n,
-                               "lr": out["lr"], "grad_norm": float(out["grad_norm"]),
-                               "peak_mem_mb": peak_memory_mb(self.device)}
-                        self._record(row)
-                        if self.main:
-                            log.info("step %d: loss %.4f ppl %.2f %.0f tok/s padding %.1f%% lr %.3g "
-                                     "grad %.3g mem %.0f MB", row["step"], row["loss"], row["ppl"],
-                                     row["tok_s"], 100 * row["padding"], row["lr"],
-                                     row["grad_norm"], row["peak_mem_mb"])
-                        if tc.max_steps and self.main:
-                            told = self._log_pace(pace, told)
-                        bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tok_s']:.0f}",
-                                        lr=f"{row['lr']:.2g}")
-                        log_t, log_tok, log_loss, log_pad, log_n = time.time(), 0, 0.0, 0.0, 0
-                    if self.p.step % tc.valid_every == 0:
-                        self._validate_and_checkpoint()
-                        last_valid_step = self.p.step
-                    reason = self._stop_check(after_step=True)
-                    if self.stop_reason:  # early stopping: the run is complete, signal or not
-                        self.interrupted = False
-                        break
-                    if reason:
-                        self.stop_reason = reason
-                        break
-                bar.close()
-                if self.stop_reason is None:
-                    self.p.epoch += 1
-                    self.p.batch_in_epoch = 0
+                self._train_epoch()
             self._tick()
             if self.interrupted:
                 self.save()  # interrupted: keep the work, skip the (slow) validation
-            elif last_valid_step != self.p.step:
+            elif self._last_valid != self.p.step:
                 self._validate_and_checkpoint()
         finally:
             for sig, h in old_handlers.items():
@@ -603,3 +677,77 @@ class Trainer:
                 self.tb.close()
         log.info(f"stopped at step {self.p.step}: {self.stop_reason}")
         return self.p
+
+    def _train_epoch(self) -> None:
+        """The rest of the current epoch, until it ends or a stop reason is set."""
+        limit = self._decide()  # the epoch and step limits: the same on every rank
+        if limit is not None:
+            self.stop_reason = limit.reason
+            return
+        batches = self.batcher.epoch(self.p.epoch)
+        bar = tqdm(
+            total=len(batches),
+            initial=self.p.batch_in_epoch,
+            desc=f"epoch {self.p.epoch + 1}",
+            leave=False,
+            dynamic_ncols=True,
+            disable=not (self.main and self.tc.progress and sys.stderr.isatty()),
+            file=sys.stderr,
+        )  # not into a file or pipe: its \r would glue lines
+        while self.stop_reason is None and self.p.batch_in_epoch < len(batches):
+            self._train_group(batches, bar)
+        bar.close()
+        if self.stop_reason is None:
+            self.p.epoch += 1
+            self.p.batch_in_epoch = 0
+
+    def _train_group(self, batches: list, bar: tqdm) -> None:
+        """One optimiser step on the next `accum_steps` batches, then logging, validation and
+        the stop check."""
+        tc, start = self.tc, self.p.batch_in_epoch
+        group = batches[start : start + tc.accum_steps]
+        data = [self.batcher.batch(ix) for ix in group]
+        out = self.train_step(data)
+        self.p.batch_in_epoch += len(group)
+        bar.update(len(group))
+        if self._skipped(out):
+            return
+        self.p.step += 1
+        self._window.add(out, data)
+        if self.p.step % tc.log_every == 0:
+            self._log_train(out, bar)
+        if self.p.step % tc.valid_every == 0:
+            self._validate_and_checkpoint()
+            self._last_valid = self.p.step
+        reason = self._stop_check(after_step=True)
+        if self.stop_reason:  # early stopping: the run is complete, signal or not
+            self.interrupted = False
+        else:
+            self.stop_reason = reason
+
+    def _log_train(self, out: dict, bar: tqdm) -> None:
+        row = self._window.row(self.p.step, self.p.epoch, out, peak_memory_mb(self.device))
+        self._record(row)
+        if self.main:
+            log.info(
+                "step %d: loss %.4f ppl %.2f %.0f tok/s padding %.1f%% lr %.3g "
+                "grad %.3g mem %.0f MB",
+                row["step"],
+                row["loss"],
+                row["ppl"],
+                row["tok_s"],
+                100 * row["padding"],
+                row["lr"],
+                row["grad_norm"],
+                row["peak_mem_mb"],
+            )
+        if self.tc.max_steps and self.main:
+            self._log_pace()
+        bar.set_postfix(
+            loss=f"{row['loss']:.3f}", tok_s=f"{row['tok_s']:.0f}", lr=f"{row['lr']:.2g}"
+        )
+        self._window = LogWindow()
+
+
+def _elsewhere(code: int) -> str:
+    return "interrupted on another rank" if code == 2 else "a limit was reached on another rank"

@@ -4,6 +4,7 @@ A word the subword model cannot spell becomes `<unk>` (a word vocabulary even me
 unknown words into one), so a translation of mostly unknown words looks plausible and is
 nonsense. `translate` and `evaluate` say so: once with the count and share, or per line.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,9 @@ def unknown_words(tok: Tokenizer, texts: list[str]) -> list[list[str]]:
     return [[w for w in ws if next(unknown)] for ws in words]
 
 
-def warn_unknown(tok: Tokenizer, texts: list[str], where: str, verbose: bool = False,
-                 first_line: int = 1) -> int:
+def warn_unknown(
+    tok: Tokenizer, texts: list[str], where: str, verbose: bool = False, first_line: int = 1
+) -> int:
     """Log one warning with the count and share of unknown source words (with `verbose`, one
     per line that has any, naming them); return the count."""
     found = unknown_words(tok, texts)
@@ -35,12 +37,16 @@ def warn_unknown(tok: Tokenizer, texts: list[str], where: str, verbose: bool = F
     if verbose:
         for i, (text, ws) in enumerate(zip(texts, found), first_line):
             if ws:
-                log.warning(f"{where} line {i}: {len(ws)} of {len(text.split())} words are not "
-                            f"in the model's vocabulary: {' '.join(ws)}")
+                log.warning(
+                    f"{where} line {i}: {len(ws)} of {len(text.split())} words are not "
+                    f"in the model's vocabulary: {' '.join(ws)}"
+                )
     if not verbose or len(texts) > 1:
         total = sum(len(t.split()) for t in texts)
         share = 100 * n_unknown / total
-        log.warning(f"{where}: {n_unknown} of {total} source words ({share:.1f}%) are not in the "
-                    f"model's vocabulary and are translated as <unk>"
-                    + ("" if verbose else "; --verbose names them line by line"))
+        log.warning(
+            f"{where}: {n_unknown} of {total} source words ({share:.1f}%) are not in the "
+            f"model's vocabulary and are translated as <unk>"
+            + ("" if verbose else "; --verbose names them line by line")
+        )
     return n_unknown

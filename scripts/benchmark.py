@@ -18,6 +18,7 @@ batch by tokens), median of `--repeats`. Peak memory is the process's max RSS on
 torch.cuda.max_memory_allocated on GPU. Close other programs first: on a 2-core machine a second
 busy process halves (or worse) every figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIGS = ["configs/multi30k/rnnsearch_local.yaml", "configs/multi30k/transformer_local.yaml"]
+DEFAULT_CONFIGS = [
+    "configs/multi30k/rnnsearch_local.yaml",
+    "configs/multi30k/transformer_local.yaml",
+]
 
 
 def cpu_info() -> dict:
@@ -40,8 +44,10 @@ def cpu_info() -> dict:
 
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        model = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines()
-                      if l.startswith("Model name")), platform.processor())
+        model = next(
+            (l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")),
+            platform.processor(),
+        )
     except OSError:
         model = platform.processor()
     wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
@@ -49,8 +55,11 @@ def cpu_info() -> dict:
         load = Path("/proc/loadavg").read_text().split()[:3]
     except OSError:
         load = []
-    return {"cpu_model": model, "cpu_flags": [f for f in wanted if f in cpu_flags()],
-            "load_avg": [float(x) for x in load]}
+    return {
+        "cpu_model": model,
+        "cpu_flags": [f for f in wanted if f in cpu_flags()],
+        "load_avg": [float(x) for x in load],
+    }
 
 
 def peak_matmul(dtype, device, n: int = 0, reps: int = 5, warmup: int = 2) -> float:
@@ -62,8 +71,11 @@ def peak_matmul(dtype, device, n: int = 0, reps: int = 5, warmup: int = 2) -> fl
     from nmt.precision import bf16_is_fast
 
     if not n:
-        n = 8192 if device.type == "cuda" else (
-            512 if dtype == torch.bfloat16 and not bf16_is_fast(device) else 2048)
+        n = (
+            8192
+            if device.type == "cuda"
+            else (512 if dtype == torch.bfloat16 and not bf16_is_fast(device) else 2048)
+        )
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
     for _ in range(warmup):
@@ -82,7 +94,7 @@ def peak_matmul(dtype, device, n: int = 0, reps: int = 5, warmup: int = 2) -> fl
             a @ b
             el = time.perf_counter() - t
         best = min(best, el)
-    return 2 * n ** 3 / best
+    return 2 * n**3 / best
 
 
 class SyncCounter:
@@ -113,7 +125,9 @@ class SyncCounter:
                 if sys._getframe(1).f_code.co_filename.startswith(nmt_dir):
                     self.count += 1
                 return fn(t, *a, **k)
+
             return counted
+
         for n, fn in self._orig.items():
             setattr(torch.Tensor, n, wrap(fn))
         return self
@@ -146,8 +160,9 @@ def train_worker(args: argparse.Namespace) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = load_config(args.config, [*args.set, f"train.precision={args.precision}",
-                                    "train.progress=false"])
+    cfg = load_config(
+        args.config, [*args.set, f"train.precision={args.precision}", "train.progress=false"]
+    )
     device = resolve_device(cfg.train)
     torch.manual_seed(0)
     corpus = prepared_corpus(cfg)
@@ -158,8 +173,9 @@ def train_worker(args: argparse.Namespace) -> dict:
     run_dir = Path(args.save_run or tempfile.mkdtemp(prefix="nmt-bench-"))
     run_dir.mkdir(parents=True, exist_ok=True)
     trainer = Trainer(cfg, model, tok, batcher, [], run_dir, DistInfo(device=device))
-    groups = [order[i:i + cfg.train.accum_steps]
-              for i in range(0, len(order), cfg.train.accum_steps)]
+    groups = [
+        order[i : i + cfg.train.accum_steps] for i in range(0, len(order), cfg.train.accum_steps)
+    ]
     used: list = []
 
     def step(i: int) -> None:
@@ -188,10 +204,17 @@ def train_worker(args: argparse.Namespace) -> dict:
         syncs.append(counter.count / args.steps)
         tgt = sum(b.n_tokens for b in used)
         src = sum(b.n_src_tokens for b in used)
-        runs.append({"tgt_tok_s": tgt / el, "src_tgt_tok_s": (src + tgt) / el,
-                     "sent_s": sum(b.src.size(0) for b in used) / el,
-                     "padding": 1 - (src + tgt) / sum(b.n_slots for b in used),
-                     "sent": sum(b.src.size(0) for b in used), "src": src, "tgt": tgt})
+        runs.append(
+            {
+                "tgt_tok_s": tgt / el,
+                "src_tgt_tok_s": (src + tgt) / el,
+                "sent_s": sum(b.src.size(0) for b in used) / el,
+                "padding": 1 - (src + tgt) / sum(b.n_slots for b in used),
+                "sent": sum(b.src.size(0) for b in used),
+                "src": src,
+                "tgt": tgt,
+            }
+        )
     if args.save_run:
         trainer.save(best=True)
     n_sent = sum(r["sent"] for r in runs)
@@ -201,19 +224,27 @@ def train_worker(args: argparse.Namespace) -> dict:
     peak = peak_matmul(dtype, device)
     tok_s = statistics.median(r["tgt_tok_s"] for r in runs)
     return {
-        "config": args.config, "arch": cfg.model.arch, "precision": args.precision,
-        "precision_used": trainer.precision, "sets": args.set,
-        "device": str(device), "threads": torch.get_num_threads(),
-        "params": model.num_parameters(), "batch_tokens": cfg.data.batch_tokens,
-        "steps": args.steps, "repeats": args.repeats,
+        "config": args.config,
+        "arch": cfg.model.arch,
+        "precision": args.precision,
+        "precision_used": trainer.precision,
+        "sets": args.set,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "params": model.num_parameters(),
+        "batch_tokens": cfg.data.batch_tokens,
+        "steps": args.steps,
+        "repeats": args.repeats,
         "tgt_tok_s": tok_s,
         "src_tgt_tok_s": statistics.median(r["src_tgt_tok_s"] for r in runs),
         "sent_s": statistics.median(r["sent_s"] for r in runs),
         "tgt_tok_s_runs": [r["tgt_tok_s"] for r in runs],
         "padding": statistics.median(r["padding"] for r in runs),
         "host_syncs_per_step": max(syncs),
-        "train_flops_per_tgt_token": flops_tok, "achieved_tflops": flops_tok * tok_s / 1e12,
-        "peak_matmul_tflops": peak / 1e12, "mfu": flops_tok * tok_s / peak,
+        "train_flops_per_tgt_token": flops_tok,
+        "achieved_tflops": flops_tok * tok_s / 1e12,
+        "peak_matmul_tflops": peak / 1e12,
+        "mfu": flops_tok * tok_s / peak,
         "peak_mem_mb": peak_memory_mb(device),
     }
 
@@ -234,10 +265,16 @@ def translate_worker(args: argparse.Namespace) -> dict:
     device = decoding_device(None, cfg)  # what `nmt translate` uses by default
     model.to(device)
     srcs, _ = load_split(cfg.data, args.split)
-    srcs = srcs[:args.sentences]
-    out = {"checkpoint": meta["path"], "arch": cfg.model.arch, "split": args.split,
-           "sentences": len(srcs), "batch_tokens": cfg.decode.batch_tokens, "device": str(device),
-           "precision": decode_precision(cfg.train.precision, device)}
+    srcs = srcs[: args.sentences]
+    out = {
+        "checkpoint": meta["path"],
+        "arch": cfg.model.arch,
+        "split": args.split,
+        "sentences": len(srcs),
+        "batch_tokens": cfg.decode.batch_tokens,
+        "device": str(device),
+        "precision": decode_precision(cfg.train.precision, device),
+    }
     for beam in (1, 5):
         runs, hyps = [], None
         for _ in range(args.repeats):
@@ -249,18 +286,25 @@ def translate_worker(args: argparse.Namespace) -> dict:
         n_out = sum(len(h.hyp.tokens) + 1 for h in hyps if h.hyp is not None)
         src_ids = tok.encode_src(srcs)
         limits = [int(cfg.decode.max_len_a * len(s) + cfg.decode.max_len_b) for s in src_ids]
-        at_limit = sum(h.hyp is not None and len(h.hyp.tokens) >= lim
-                       for h, lim in zip(hyps, limits))
+        at_limit = sum(
+            h.hyp is not None and len(h.hyp.tokens) >= lim for h, lim in zip(hyps, limits)
+        )
         name = "greedy" if beam == 1 else f"beam{beam}"
-        out[name] = {"sent_s": len(srcs) / el, "out_tok_s": n_out / el, "seconds": el,
-                     "seconds_runs": runs, "hyps_at_length_limit": at_limit}
+        out[name] = {
+            "sent_s": len(srcs) / el,
+            "out_tok_s": n_out / el,
+            "seconds": el,
+            "seconds_runs": runs,
+            "hyps_at_length_limit": at_limit,
+        }
     out["peak_mem_mb"] = peak_memory_mb(device)
     return out
 
 
 def run_child(argv: list[str]) -> dict:
-    proc = subprocess.run([sys.executable, __file__, *argv], cwd=ROOT, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, *argv], cwd=ROOT, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-3000:])
         raise SystemExit(f"benchmark worker failed: {' '.join(argv)}")
@@ -268,39 +312,61 @@ def run_child(argv: list[str]) -> dict:
 
 
 def table(result: dict) -> str:
-    lines = ["training (median of repeats)",
-             "| config | precision | tgt tok/s | src+tgt tok/s | padding | MFU | peak matmul TFLOP/s | syncs/step | peak mem MB |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "training (median of repeats)",
+        "| config | precision | tgt tok/s | src+tgt tok/s | padding | MFU | peak matmul TFLOP/s | syncs/step | peak mem MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in result["training"]:
-        lines.append(f"| {Path(r['config']).stem} | {r['precision_used']} | {r['tgt_tok_s']:.0f} | "
-                     f"{r['src_tgt_tok_s']:.0f} | {100 * r['padding']:.1f}% | {100 * r['mfu']:.1f}% | "
-                     f"{r['peak_matmul_tflops']:.3f} | {r['host_syncs_per_step']:.1f} | "
-                     f"{r['peak_mem_mb']:.0f} |")
+        lines.append(
+            f"| {Path(r['config']).stem} | {r['precision_used']} | {r['tgt_tok_s']:.0f} | "
+            f"{r['src_tgt_tok_s']:.0f} | {100 * r['padding']:.1f}% | {100 * r['mfu']:.1f}% | "
+            f"{r['peak_matmul_tflops']:.3f} | {r['host_syncs_per_step']:.1f} | "
+            f"{r['peak_mem_mb']:.0f} |"
+        )
     if result["translation"]:
-        lines += ["", "translation (median of repeats)",
-                  "| checkpoint | sentences | greedy sent/s | greedy tok/s | beam5 sent/s | beam5 tok/s | at length limit (greedy/beam5) |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "translation (median of repeats)",
+            "| checkpoint | sentences | greedy sent/s | greedy tok/s | beam5 sent/s | beam5 tok/s | at length limit (greedy/beam5) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in result["translation"]:
             g, b = r["greedy"], r["beam5"]
-            lines.append(f"| {r['checkpoint']} | {r['sentences']} | {g['sent_s']:.1f} | "
-                         f"{g['out_tok_s']:.0f} | {b['sent_s']:.1f} | {b['out_tok_s']:.0f} | "
-                         f"{g['hyps_at_length_limit']}/{b['hyps_at_length_limit']} |")
+            lines.append(
+                f"| {r['checkpoint']} | {r['sentences']} | {g['sent_s']:.1f} | "
+                f"{g['out_tok_s']:.0f} | {b['sent_s']:.1f} | {b['out_tok_s']:.0f} | "
+                f"{g['hyps_at_length_limit']}/{b['hyps_at_length_limit']} |"
+            )
     return "\n".join(lines)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, help="training configs")
-    ap.add_argument("--precisions", nargs="+", default=None,
-                    help="default: fp32 bf16 (plus fp16 on CUDA)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="config override for every training config")
+    ap.add_argument(
+        "--precisions", nargs="+", default=None, help="default: fp32 bf16 (plus fp16 on CUDA)"
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every training config",
+    )
     ap.add_argument("--steps", type=int, default=10, help="timed steps per repeat")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
-    ap.add_argument("--translate", nargs="*", default=[], metavar="CHECKPOINT",
-                    help="checkpoints or run dirs to measure translation with")
+    ap.add_argument(
+        "--translate",
+        nargs="*",
+        default=[],
+        metavar="CHECKPOINT",
+        help="checkpoints or run dirs to measure translation with",
+    )
     ap.add_argument("--split", default="test", help="split role to translate (default: test)")
     ap.add_argument("--sentences", type=int, default=1000)
     ap.add_argument("--skip-training", action="store_true")
@@ -309,8 +375,11 @@ def main() -> None:
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--precision", help=argparse.SUPPRESS)
     ap.add_argument("--checkpoint", help=argparse.SUPPRESS)
-    ap.add_argument("--save-run", help="(with one config and precision) save the benchmarked "
-                    "model's checkpoint into this directory, e.g. to time its translation")
+    ap.add_argument(
+        "--save-run",
+        help="(with one config and precision) save the benchmarked "
+        "model's checkpoint into this directory, e.g. to time its translation",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.worker == "train":
@@ -322,10 +391,19 @@ def main() -> None:
 
     import torch
 
-    precisions = args.precisions or (["fp32", "bf16", "fp16"] if torch.cuda.is_available()
-                                     else ["fp32", "bf16"])
-    common = ["--steps", str(args.steps), "--warmup", str(args.warmup), "--repeats",
-              str(args.repeats), "--threads", str(args.threads)]
+    precisions = args.precisions or (
+        ["fp32", "bf16", "fp16"] if torch.cuda.is_available() else ["fp32", "bf16"]
+    )
+    common = [
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--repeats",
+        str(args.repeats),
+        "--threads",
+        str(args.threads),
+    ]
     for s in args.set:
         common += ["--set", s]
     if args.save_run:
@@ -333,28 +411,51 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    result = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
-                          **cpu_info(),
-                          "torch": torch.__version__, "cuda": torch.cuda.is_available(),
-                          "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-                          "threads": args.threads or torch.get_num_threads(),
-                          "peak_matmul_tflops": {
-                              name: peak_matmul(dt, device) / 1e12 for name, dt in
-                              (("fp32", torch.float32), ("bf16", torch.bfloat16))}},
-              "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-              "training": [], "translation": []}
+    result = {
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            **cpu_info(),
+            "torch": torch.__version__,
+            "cuda": torch.cuda.is_available(),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "threads": args.threads or torch.get_num_threads(),
+            "peak_matmul_tflops": {
+                name: peak_matmul(dt, device) / 1e12
+                for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+            },
+        },
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "training": [],
+        "translation": [],
+    }
     if not args.skip_training:
         for config in args.configs:
             for p in precisions:
                 print(f"training: {config} {p} ...", file=sys.stderr, flush=True)
-                result["training"].append(run_child(["--worker", "train", "--config", config,
-                                                     "--precision", p, *common]))
+                result["training"].append(
+                    run_child(["--worker", "train", "--config", config, "--precision", p, *common])
+                )
     for ck in args.translate:
         print(f"translation: {ck} ...", file=sys.stderr, flush=True)
-        result["translation"].append(run_child(
-            ["--worker", "translate", "--checkpoint", ck, "--split", args.split,
-             "--sentences", str(args.sentences), "--repeats", str(args.repeats),
-             "--threads", str(args.threads)]))
+        result["translation"].append(
+            run_child(
+                [
+                    "--worker",
+                    "translate",
+                    "--checkpoint",
+                    ck,
+                    "--split",
+                    args.split,
+                    "--sentences",
+                    str(args.sentences),
+                    "--repeats",
+                    str(args.repeats),
+                    "--threads",
+                    str(args.threads),
+                ]
+            )
+        )
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(table(result))
     print(f"\nwrote {args.out}")

@@ -13,6 +13,7 @@ score_report with and without `--samples` resamples (the difference is the boots
 for each length bucket); our paired_tests (BLEU and chrF, overall and per bucket); sacreBLEU's
 PairedTest with the same samples and seed (overall only). The p-values of both are recorded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ def corpus(n: int) -> tuple[list[str], list[str], list[str], list[str], str]:
         refs = (WMT / "valid.en").read_text(encoding="utf-8").splitlines()[:n]
         name = f"wmt-news-de-en valid[:{n}]"
     else:
-        refs = [" ".join(f"w{int(x)}" for x in rng.integers(0, 2000, size=int(k)))
-                for k in rng.integers(3, 60, size=n)]
+        refs = [
+            " ".join(f"w{int(x)}" for x in rng.integers(0, 2000, size=int(k)))
+            for k in rng.integers(3, 60, size=n)
+        ]
         srcs, name = refs, f"synthetic {n}"
     a = [" ".join(w for w in r.split() if rng.random() >= 0.40) for r in refs]
     b = [" ".join(w for w in r.split() if rng.random() >= 0.38) for r in refs]
@@ -62,13 +65,20 @@ def machine() -> dict:
             return subprocess.run(cmd, capture_output=True, text=True).stdout
         except OSError:
             return ""
+
     lscpu = run(["lscpu"])
-    model = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines()
-                  if l.startswith("Model name")), "?")
-    flags = next((l.split(":", 1)[1].split() for l in lscpu.splitlines()
-                  if l.startswith("Flags")), [])
-    return {"cpu": model, "avx512": any(f.startswith("avx512") for f in flags),
-            "cores": os.cpu_count(), "uptime": run(["uptime"]).strip()}
+    model = next(
+        (l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?"
+    )
+    flags = next(
+        (l.split(":", 1)[1].split() for l in lscpu.splitlines() if l.startswith("Flags")), []
+    )
+    return {
+        "cpu": model,
+        "avx512": any(f.startswith("avx512") for f in flags),
+        "cores": os.cpu_count(),
+        "uptime": run(["uptime"]).strip(),
+    }
 
 
 def main() -> None:
@@ -83,50 +93,82 @@ def main() -> None:
     from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.significance import PairedTest
 
-    from nmt.evaluate import (DEFAULT_BUCKETS, make_metric, paired_tests, score_report,
-                              sentence_stats)
+    from nmt.evaluate import (
+        DEFAULT_BUCKETS,
+        make_metric,
+        paired_tests,
+        score_report,
+        sentence_stats,
+    )
 
     srcs, refs, hyp_a, hyp_b, name = corpus(a.n)
-    t_stats, _ = timed(lambda: [sentence_stats(make_metric(m), hyp_a, refs)
-                                for m in ("bleu", "chrf")], a.repeats)
+    t_stats, _ = timed(
+        lambda: [sentence_stats(make_metric(m), hyp_a, refs) for m in ("bleu", "chrf")], a.repeats
+    )
     t_plain, _ = timed(lambda: score_report(srcs, hyp_a, refs), a.repeats)
-    t_boot, scores = timed(lambda: score_report(srcs, hyp_a, refs, n_samples=a.samples,
-                                                seed=a.seed), a.repeats)
-    t_ours, ours = timed(lambda: paired_tests(srcs, refs, hyp_a, hyp_b, DEFAULT_BUCKETS,
-                                              n_samples=a.samples, seed=a.seed), a.repeats)
+    t_boot, scores = timed(
+        lambda: score_report(srcs, hyp_a, refs, n_samples=a.samples, seed=a.seed), a.repeats
+    )
+    t_ours, ours = timed(
+        lambda: paired_tests(
+            srcs, refs, hyp_a, hyp_b, DEFAULT_BUCKETS, n_samples=a.samples, seed=a.seed
+        ),
+        a.repeats,
+    )
     # The resampling alone, on the same BLEU statistics: ours (counts @ stats) against
     # sacreBLEU's (index every resample's rows, sum them), both with sacreBLEU's draws.
     import numpy as np
 
     from nmt.bootstrap import resample_counts, resampled_scores
+
     bleu = make_metric("bleu")
     stats = sentence_stats(bleu, hyp_a, refs)
-    t_resample_ours, ours_samples = timed(lambda: resampled_scores(
-        bleu, stats, resample_counts(len(stats), a.samples, a.seed)), a.repeats)
+    t_resample_ours, ours_samples = timed(
+        lambda: resampled_scores(bleu, stats, resample_counts(len(stats), a.samples, a.seed)),
+        a.repeats,
+    )
 
     def sacrebleu_way():
         idx = np.random.default_rng(a.seed).choice(len(stats), size=(a.samples, len(stats)))
         rows = np.array(stats, dtype="float32")[idx]
         return np.array([bleu._compute_score_from_stats(r.sum(0)).score for r in rows])
+
     t_resample_theirs, their_samples = timed(sacrebleu_way, a.repeats)
     os.environ["SACREBLEU_SEED"] = str(a.seed)
-    t_theirs, (_, theirs) = timed(lambda: PairedTest(
-        [("a", hyp_a), ("b", hyp_b)], {"BLEU": BLEU(), "chrF2": CHRF()}, [refs],
-        test_type="bs", n_samples=a.samples)(), a.repeats)
+    t_theirs, (_, theirs) = timed(
+        lambda: PairedTest(
+            [("a", hyp_a), ("b", hyp_b)],
+            {"BLEU": BLEU(), "chrF2": CHRF()},
+            [refs],
+            test_type="bs",
+            n_samples=a.samples,
+        )(),
+        a.repeats,
+    )
     result = {
-        "corpus": name, "sentences": len(refs), "samples": a.samples, "seed": a.seed,
-        "repeats": a.repeats, "machine": machine(),
-        "seconds": {"sentence_stats_bleu_chrf": t_stats, "score_report_no_bootstrap": t_plain,
-                    "score_report_with_bootstrap": t_boot,
-                    "bootstrap_overhead": t_boot - t_plain,
-                    "paired_tests_ours_overall_and_6_buckets": t_ours,
-                    "paired_test_sacrebleu_overall_only": t_theirs,
-                    "bleu_resampling_only_ours": t_resample_ours,
-                    "bleu_resampling_only_sacrebleu_way": t_resample_theirs},
+        "corpus": name,
+        "sentences": len(refs),
+        "samples": a.samples,
+        "seed": a.seed,
+        "repeats": a.repeats,
+        "machine": machine(),
+        "seconds": {
+            "sentence_stats_bleu_chrf": t_stats,
+            "score_report_no_bootstrap": t_plain,
+            "score_report_with_bootstrap": t_boot,
+            "bootstrap_overhead": t_boot - t_plain,
+            "paired_tests_ours_overall_and_6_buckets": t_ours,
+            "paired_test_sacrebleu_overall_only": t_theirs,
+            "bleu_resampling_only_ours": t_resample_ours,
+            "bleu_resampling_only_sacrebleu_way": t_resample_theirs,
+        },
         "resampled_bleu_equal": bool(np.allclose(ours_samples, their_samples)),
-        "bleu": scores["bleu"], "bleu_ci": scores["bleu_ci"],
-        "p_values": {"ours": ours["p"], "sacrebleu": {"bleu": theirs["BLEU"][1].p_value,
-                                                     "chrf": theirs["chrF2"][1].p_value}},
+        "bleu": scores["bleu"],
+        "bleu_ci": scores["bleu_ci"],
+        "p_values": {
+            "ours": ours["p"],
+            "sacrebleu": {"bleu": theirs["BLEU"][1].p_value, "chrf": theirs["chrF2"][1].p_value},
+        },
     }
     text = json.dumps(result, indent=2) + "\n"
     if a.out:

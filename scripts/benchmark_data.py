@@ -14,6 +14,7 @@ and its reaped workers) say more than wall time under load. lscpu and load are r
 
     python scripts/benchmark_data.py --corpus /tmp/c2m --baseline /work/main --out bench.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = os.sysconf("SC_PAGE_SIZE")
-SETTINGS = ["data.source=local", "vocab.type=unigram", "vocab.size=8000", "train.threads=1",
-            "train.valid_every=1000000", "data.splits={train: train}", "train.max_minutes=0"]
+SETTINGS = [
+    "data.source=local",
+    "vocab.type=unigram",
+    "vocab.size=8000",
+    "train.threads=1",
+    "train.valid_every=1000000",
+    "data.splits={train: train}",
+    "train.max_minutes=0",
+]
 
 
 def _children() -> dict[int, list[int]]:
@@ -75,14 +83,20 @@ def _is_worker(pid: int, skip: tuple[str, ...]) -> bool:
     return "python" in cmd and not any(s in cmd for s in skip)
 
 
-def measure(cmd: list[str], cwd: Path, skip: tuple[str, ...] = (), env: dict | None = None,
-            log: Path | None = None) -> dict:
+def measure(
+    cmd: list[str],
+    cwd: Path,
+    skip: tuple[str, ...] = (),
+    env: dict | None = None,
+    log: Path | None = None,
+) -> dict:
     """Run `cmd`; peak summed RSS/PSS of its python processes (minus `skip` ones) and wall time."""
     start = time.perf_counter()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = open(log, "w") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+    )
     peak_rss = peak_pss = 0
     per_proc_peak: dict[int, int] = {}
     while proc.poll() is None:
@@ -99,10 +113,14 @@ def measure(cmd: list[str], cwd: Path, skip: tuple[str, ...] = (), env: dict | N
     cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_mb": round(peak_rss / 2**20, 1),
-            "peak_pss_mb": round(peak_pss / 2**20, 1),
-            "largest_process_rss_mb": round(max(per_proc_peak.values(), default=0) / 2**20, 1),
-            "command": " ".join(cmd)}
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "peak_rss_mb": round(peak_rss / 2**20, 1),
+        "peak_pss_mb": round(peak_pss / 2**20, 1),
+        "largest_process_rss_mb": round(max(per_proc_peak.values(), default=0) / 2**20, 1),
+        "command": " ".join(cmd),
+    }
 
 
 def subset(corpus: Path, out: Path, n: int) -> Path:
@@ -132,10 +150,13 @@ def free_port() -> int:
 def machine() -> dict:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     info = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
-    return {"cpu": info.get("Model name", "").strip(), "cpus": info.get("CPU(s)", "").strip(),
-            "flags_avx2": "avx2" in info.get("Flags", ""),
-            "flags_avx512f": "avx512f" in info.get("Flags", ""),
-            "load": os.getloadavg()}
+    return {
+        "cpu": info.get("Model name", "").strip(),
+        "cpus": info.get("CPU(s)", "").strip(),
+        "flags_avx2": "avx2" in info.get("Flags", ""),
+        "flags_avx512f": "avx512f" in info.get("Flags", ""),
+        "load": os.getloadavg(),
+    }
 
 
 def main() -> None:
@@ -151,11 +172,17 @@ def main() -> None:
     py, work = sys.executable, a.work
     work.mkdir(parents=True, exist_ok=True)
     prep = work / "prepared"
-    small, tiny = subset(a.corpus, work / "small", a.small), subset(a.corpus, work / "c100k", 100000)
+    small, tiny = (
+        subset(a.corpus, work / "small", a.small),
+        subset(a.corpus, work / "c100k", 100000),
+    )
     n_all = sum(1 for _ in open(a.corpus / "train.src", "rb"))
-    res: dict = {"machine_before": machine(), "pairs": {"all": n_all, "small": a.small,
-                                                       "tiny": 100000},
-                 "workers": a.workers, "settings": SETTINGS}
+    res: dict = {
+        "machine_before": machine(),
+        "pairs": {"all": n_all, "small": a.small, "tiny": 100000},
+        "workers": a.workers,
+        "settings": SETTINGS,
+    }
     skip = set(a.skip.split(","))
 
     def save() -> None:
@@ -175,8 +202,12 @@ def main() -> None:
         shutil.rmtree(prep, ignore_errors=True)
         if a.baseline and "old" not in skip:
             base_py = str(a.baseline / ".venv" / "bin" / "python")
-            old = stage("old_dry_run_small", nmt_cmd(base_py, ["train"], small, []) + ["--dry-run"],
-                        cwd=a.baseline, env={"PYTHONPATH": str(a.baseline)})
+            old = stage(
+                "old_dry_run_small",
+                nmt_cmd(base_py, ["train"], small, []) + ["--dry-run"],
+                cwd=a.baseline,
+                env={"PYTHONPATH": str(a.baseline)},
+            )
         new = stage("new_prepare_small", nmt_cmd(py, ["prepare"], small, own))
         if a.baseline and "old" not in skip:
             res["ratio_pairs_per_s"] = round(old["wall_s"] / new["wall_s"], 2)
@@ -190,18 +221,27 @@ def main() -> None:
     for name, data in (("first_step_all", a.corpus), ("first_step_tiny", tiny)):
         run = work / f"run_{name}"
         stage(name, nmt_cmd(py, ["train"], data, step + [f"train.run_dir={run}"]) + ["--overwrite"])
-    res["rss_all_minus_tiny_mb"] = round(res["first_step_all"]["peak_rss_mb"]
-                                         - res["first_step_tiny"]["peak_rss_mb"], 1)
+    res["rss_all_minus_tiny_mb"] = round(
+        res["first_step_all"]["peak_rss_mb"] - res["first_step_tiny"]["peak_rss_mb"], 1
+    )
     if "torchrun" not in skip:
         run = work / "run_ddp"
         cmd = nmt_cmd(py, ["train"], a.corpus, step + [f"train.run_dir={run}"]) + ["--overwrite"]
-        ddp = [py, "-m", "torch.distributed.run", "--nproc_per_node=2",
-               f"--master_port={free_port()}", *cmd[1:]]
+        ddp = [
+            py,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={free_port()}",
+            *cmd[1:],
+        ]
         stage("torchrun_2_ranks", ddp, skip=("torch.distributed.run",))
-        res["ddp_rss_minus_one_rank_mb"] = round(res["torchrun_2_ranks"]["peak_rss_mb"]
-                                                 - res["first_step_all"]["peak_rss_mb"], 1)
-        res["ddp_pss_minus_one_rank_mb"] = round(res["torchrun_2_ranks"]["peak_pss_mb"]
-                                                 - res["first_step_all"]["peak_pss_mb"], 1)
+        res["ddp_rss_minus_one_rank_mb"] = round(
+            res["torchrun_2_ranks"]["peak_rss_mb"] - res["first_step_all"]["peak_rss_mb"], 1
+        )
+        res["ddp_pss_minus_one_rank_mb"] = round(
+            res["torchrun_2_ranks"]["peak_pss_mb"] - res["first_step_all"]["peak_pss_mb"], 1
+        )
     save()
     print(json.dumps(res, indent=1))
 

@@ -9,6 +9,7 @@ the JSON keeps every repetition's time and the CPU model, flags and load.
     python scripts/benchmark_export.py RUN [RUN ...] --n 1000 --threads 2 \
         --out docs/benchmark-export-2core-cpu.json [--profile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,11 +38,16 @@ def machine() -> dict:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     info = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
     flags = info.get("Flags", "").split()
-    return {"cpu": info.get("Model name", "").strip(), "cores": os.cpu_count(),
-            "simd_flags": sorted(f for f in flags if f.startswith(("avx", "fma", "amx", "f16c"))
-                                 or "vnni" in f),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "ctranslate2": import_ctranslate2().__version__}
+    return {
+        "cpu": info.get("Model name", "").strip(),
+        "cores": os.cpu_count(),
+        "simd_flags": sorted(
+            f for f in flags if f.startswith(("avx", "fma", "amx", "f16c")) or "vnni" in f
+        ),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "ctranslate2": import_ctranslate2().__version__,
+    }
 
 
 def load() -> list[float]:
@@ -54,16 +60,24 @@ def engines(run: str, tmp: Path, threads: int) -> tuple:
     ct2 = import_ctranslate2()
     cfg, model, tok, meta = load_model(run)
     q = quantize_int8(model)
-    out = {"nmt fp32": lambda s, k: [t.text for t in translate_texts(model, tok, s, cfg.decode,
-                                                                      beam=k)],
-           "nmt int8": lambda s, k: [t.text for t in translate_texts(q, tok, s, cfg.decode,
-                                                                      beam=k)]}
+    out = {
+        "nmt fp32": lambda s, k: [
+            t.text for t in translate_texts(model, tok, s, cfg.decode, beam=k)
+        ],
+        "nmt int8": lambda s, k: [t.text for t in translate_texts(q, tok, s, cfg.decode, beam=k)],
+    }
     for kind, quant in (("fp32", None), ("int8", "int8")):
         path = export_ctranslate2(run, tmp / f"ct2-{kind}", quantization=quant)
-        tr = ct2.Translator(str(path), device="cpu", inter_threads=1, intra_threads=threads,
-                            compute_type="int8" if quant else "float32")
-        out[f"ct2 {kind}"] = (lambda t: lambda s, k: translate_ct2(t, tok, s, cfg.decode,
-                                                                    beam=k))(tr)
+        tr = ct2.Translator(
+            str(path),
+            device="cpu",
+            inter_threads=1,
+            intra_threads=threads,
+            compute_type="int8" if quant else "float32",
+        )
+        out[f"ct2 {kind}"] = (lambda t: lambda s, k: translate_ct2(t, tok, s, cfg.decode, beam=k))(
+            tr
+        )
     order = ["nmt fp32", "ct2 fp32", "nmt int8", "ct2 int8"]
     return cfg, model, tok, meta, {k: out[k] for k in order}
 
@@ -76,26 +90,47 @@ def profile_nmt(model, tok, cfg, src: list[str], beam: int) -> list[dict]:
         translate_texts(model, tok, src, cfg.decode, beam=beam)
     events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
     total = sum(e.self_cpu_time_total for e in events) or 1
-    return [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1),
-             "share": round(e.self_cpu_time_total / total, 3), "calls": e.count}
-            for e in events[:15]]
+    return [
+        {
+            "op": e.key,
+            "self_ms": round(e.self_cpu_time_total / 1e3, 1),
+            "share": round(e.self_cpu_time_total / total, 3),
+            "calls": e.count,
+        }
+        for e in events[:15]
+    ]
 
 
-def bench_run(run: str, n: int, threads: int, reps: int, beams: list[int], prof: bool,
-              save) -> dict:
+def bench_run(
+    run: str, n: int, threads: int, reps: int, beams: list[int], prof: bool, save
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cfg, model, tok, meta, eng = engines(run, Path(tmp), threads)
         src, ref = load_split(cfg.data, cfg.eval.split)
         src, ref = src[:n], ref[:n]
         m = cfg.model
-        res = {"run": run, "checkpoint": meta["path"], "train_steps": meta["step"],
-               "model": {"d_model": m.d_model, "layers": m.layers, "heads": m.heads, "ff": m.ff,
-                         "norm": m.norm, "params": model.num_parameters(),
-                         "vocab": tok.tgt_vocab_size},
-               "split": f"{cfg.eval.split} ({cfg.data.splits.get(cfg.eval.split)})",
-               "sentences": len(src), "decode": {"max_len_a": cfg.decode.max_len_a,
-                                                  "max_len_b": cfg.decode.max_len_b,
-                                                  "alpha": cfg.decode.alpha}, "beams": {}}
+        res = {
+            "run": run,
+            "checkpoint": meta["path"],
+            "train_steps": meta["step"],
+            "model": {
+                "d_model": m.d_model,
+                "layers": m.layers,
+                "heads": m.heads,
+                "ff": m.ff,
+                "norm": m.norm,
+                "params": model.num_parameters(),
+                "vocab": tok.tgt_vocab_size,
+            },
+            "split": f"{cfg.eval.split} ({cfg.data.splits.get(cfg.eval.split)})",
+            "sentences": len(src),
+            "decode": {
+                "max_len_a": cfg.decode.max_len_a,
+                "max_len_b": cfg.decode.max_len_b,
+                "alpha": cfg.decode.alpha,
+            },
+            "beams": {},
+        }
         for beam in beams:
             for name, f in eng.items():  # warm-up: allocations, first-call kernels
                 f(src[:16], beam)
@@ -106,22 +141,34 @@ def bench_run(run: str, n: int, threads: int, reps: int, beams: list[int], prof:
                     t = time.perf_counter()
                     hyps[name] = f(src, beam)
                     times[name].append(time.perf_counter() - t)
-                    print(f"  beam {beam} {name}: {times[name][-1]:.1f} s, load {load()}",
-                          file=sys.stderr, flush=True)
-            peer = {"nmt fp32": "nmt fp32", "ct2 fp32": "nmt fp32", "nmt int8": "nmt fp32",
-                    "ct2 int8": "ct2 fp32"}
+                    print(
+                        f"  beam {beam} {name}: {times[name][-1]:.1f} s, load {load()}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            peer = {
+                "nmt fp32": "nmt fp32",
+                "ct2 fp32": "nmt fp32",
+                "nmt int8": "nmt fp32",
+                "ct2 int8": "ct2 fp32",
+            }
             row = {}
             for name in eng:
                 best = min(times[name])
                 same = sum(a == b for a, b in zip(hyps[name], hyps[peer[name]])) / len(src)
-                row[name] = {"sent_s": round(len(src) / best, 2),
-                             "seconds": [round(x, 2) for x in times[name]],
-                             "bleu": round(sacrebleu.corpus_bleu(hyps[name], [ref]).score, 2),
-                             "identical_to": peer[name], "identical": round(same, 4)}
+                row[name] = {
+                    "sent_s": round(len(src) / best, 2),
+                    "seconds": [round(x, 2) for x in times[name]],
+                    "bleu": round(sacrebleu.corpus_bleu(hyps[name], [ref]).score, 2),
+                    "identical_to": peer[name],
+                    "identical": round(same, 4),
+                }
             s = {k: v["sent_s"] for k, v in row.items()}
-            row["ratios"] = {"nmt_fp32/ct2_fp32": round(s["nmt fp32"] / s["ct2 fp32"], 3),
-                             "nmt_int8/nmt_fp32": round(s["nmt int8"] / s["nmt fp32"], 3),
-                             "ct2_int8/ct2_fp32": round(s["ct2 int8"] / s["ct2 fp32"], 3)}
+            row["ratios"] = {
+                "nmt_fp32/ct2_fp32": round(s["nmt fp32"] / s["ct2 fp32"], 3),
+                "nmt_int8/nmt_fp32": round(s["nmt int8"] / s["nmt fp32"], 3),
+                "ct2_int8/ct2_fp32": round(s["ct2 int8"] / s["ct2 fp32"], 3),
+            }
             if prof:
                 row["nmt_fp32_profile"] = profile_nmt(model, tok, cfg, src[:100], beam)
             res["beams"][str(beam)] = row
@@ -141,18 +188,28 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    out = {"command": "python " + " ".join(sys.argv), "threads": a.threads, "machine": machine(),
-           "load_before": load(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "runs": []}
+    out = {
+        "command": "python " + " ".join(sys.argv),
+        "threads": a.threads,
+        "machine": machine(),
+        "load_before": load(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": [],
+    }
 
     def save(partial: dict) -> None:
         runs = out["runs"] + [partial]
-        Path(a.out).write_text(json.dumps({**out, "runs": runs, "load_after": load()},
-                                          indent=2) + "\n", encoding="utf-8")
+        Path(a.out).write_text(
+            json.dumps({**out, "runs": runs, "load_after": load()}, indent=2) + "\n",
+            encoding="utf-8",
+        )
 
     for run in a.runs:
-        out["runs"].append(bench_run(run, a.n, a.threads, a.reps,
-                                     [int(b) for b in a.beams.split(",")], a.profile, save))
+        out["runs"].append(
+            bench_run(
+                run, a.n, a.threads, a.reps, [int(b) for b in a.beams.split(",")], a.profile, save
+            )
+        )
     out["load_after"] = load()
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(out, indent=2))

@@ -13,6 +13,7 @@ decode time of the same call is reported beside it). Every answer is checked aga
 the load recorded before and after each. Every mode runs with --threads torch threads
 (OMP_NUM_THREADS; default 1: on a shared, oversubscribed machine more threads spin and stall).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,31 +55,54 @@ def free_port() -> int:
 
 def nmt_translate(run: str, src: Path, out: Path) -> dict:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "nmt", "translate", run, "-i", str(src), "-o",
-                    str(out)], cwd=ROOT, check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", run, "-i", str(src), "-o", str(out)],
+        cwd=ROOT,
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
     return {"wall_s": time.perf_counter() - start}
 
 
 def in_process_decode(run: str, lines: list[str]) -> dict:
     """What `nmt translate` spends decoding, without starting Python and loading the model."""
-    from nmt.api import Translator
-
     import torch
+
+    from nmt.api import Translator
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     t = Translator.load(run)
-    t.translate(lines[:1])                    # warm-up, as the servers get
+    t.translate(lines[:1])  # warm-up, as the servers get
     start = time.perf_counter()
     t.translate(lines)
     return {"wall_s": time.perf_counter() - start}
 
 
-def start_server(run: str, port: int, max_batch_tokens: int, max_wait_ms: float,
-                 queue_size: int) -> subprocess.Popen:
+def start_server(
+    run: str, port: int, max_batch_tokens: int, max_wait_ms: float, queue_size: int
+) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nmt", "serve", run, "--port", str(port), "--max-batch-tokens",
-         str(max_batch_tokens), "--max-wait-ms", str(max_wait_ms), "--queue", str(queue_size),
-         "--timeout", "600"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "nmt",
+            "serve",
+            run,
+            "--port",
+            str(port),
+            "--max-batch-tokens",
+            str(max_batch_tokens),
+            "--max-wait-ms",
+            str(max_wait_ms),
+            "--queue",
+            str(queue_size),
+            "--timeout",
+            "600",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
@@ -124,17 +148,28 @@ def clients(port: int, lines: list[str], n_clients: int) -> dict:
         t.join()
     wall = time.perf_counter() - start
     ms = sorted(x * 1000 for x in latency)
-    return {"wall_s": wall, "answers": answers, "status": status,
-            "p50_ms": statistics.median(ms), "p99_ms": ms[min(len(ms) - 1, int(0.99 * len(ms)))],
-            "max_ms": ms[-1]}
+    return {
+        "wall_s": wall,
+        "answers": answers,
+        "status": status,
+        "p50_ms": statistics.median(ms),
+        "p99_ms": ms[min(len(ms) - 1, int(0.99 * len(ms)))],
+        "max_ms": ms[-1],
+    }
 
 
-def serve_mode(run: str, lines: list[str], refs: list[str], n_clients: int,
-               max_batch_tokens: int, max_wait_ms: float) -> dict:
+def serve_mode(
+    run: str,
+    lines: list[str],
+    refs: list[str],
+    n_clients: int,
+    max_batch_tokens: int,
+    max_wait_ms: float,
+) -> dict:
     port = free_port()
     proc = start_server(run, port, max_batch_tokens, max_wait_ms, queue_size=4 * n_clients)
     try:
-        clients(port, lines[:1], 1)           # warm-up: a server is long-lived
+        clients(port, lines[:1], 1)  # warm-up: a server is long-lived
         before = load()
         got = clients(port, lines, n_clients)
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -144,18 +179,26 @@ def serve_mode(run: str, lines: list[str], refs: list[str], n_clients: int,
         proc.terminate()
         proc.wait(60)
     equal = sum(a == r for a, r in zip(got["answers"], refs))
-    return {"max_batch_tokens": max_batch_tokens, "max_wait_ms": max_wait_ms,
-            "wall_s": round(got["wall_s"], 2),
-            "sentences_per_s": round(len(lines) / got["wall_s"], 2),
-            "p50_ms": round(got["p50_ms"], 1), "p99_ms": round(got["p99_ms"], 1),
-            "max_ms": round(got["max_ms"], 1),
-            "answered_200": sum(s == 200 for s in got["status"]),
-            "equal_to_nmt_translate": equal,
-            "different": [{"line": i + 1, "serve": a, "translate": r} for i, (a, r) in
-                          enumerate(zip(got["answers"], refs)) if a != r][:10],
-            "batches": health["batches"] - 1, "mean_batch_sentences":
-                round((health["sentences"] - 1) / max(1, health["batches"] - 1), 2),
-            "load_before": before, "load_after": load()}
+    return {
+        "max_batch_tokens": max_batch_tokens,
+        "max_wait_ms": max_wait_ms,
+        "wall_s": round(got["wall_s"], 2),
+        "sentences_per_s": round(len(lines) / got["wall_s"], 2),
+        "p50_ms": round(got["p50_ms"], 1),
+        "p99_ms": round(got["p99_ms"], 1),
+        "max_ms": round(got["max_ms"], 1),
+        "answered_200": sum(s == 200 for s in got["status"]),
+        "equal_to_nmt_translate": equal,
+        "different": [
+            {"line": i + 1, "serve": a, "translate": r}
+            for i, (a, r) in enumerate(zip(got["answers"], refs))
+            if a != r
+        ][:10],
+        "batches": health["batches"] - 1,
+        "mean_batch_sentences": round((health["sentences"] - 1) / max(1, health["batches"] - 1), 2),
+        "load_before": before,
+        "load_after": load(),
+    }
 
 
 def main() -> None:
@@ -169,37 +212,55 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads of every mode")
     ap.add_argument("--out", help="JSON file (default: stdout only)")
     a = ap.parse_args()
-    os.environ["OMP_NUM_THREADS"] = str(a.threads)       # inherited by nmt translate / serve
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)  # inherited by nmt translate / serve
 
-    lines = Path(a.src).read_text("utf-8").splitlines()[:a.n]
+    lines = Path(a.src).read_text("utf-8").splitlines()[: a.n]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"benchmark_serve_{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     src = work / "src.txt"
     src.write_text("".join(s + "\n" for s in lines), "utf-8")
 
-    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": machine(),
-              "run": a.run, "sentences": len(lines), "clients": a.clients, "threads": a.threads}
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": machine(),
+        "run": a.run,
+        "sentences": len(lines),
+        "clients": a.clients,
+        "threads": a.threads,
+    }
     before = load()
-    result["nmt_translate"] = {**nmt_translate(a.run, src, work / "ref.txt"),
-                               "load_before": before, "load_after": load()}
+    result["nmt_translate"] = {
+        **nmt_translate(a.run, src, work / "ref.txt"),
+        "load_before": before,
+        "load_after": load(),
+    }
     refs = (work / "ref.txt").read_text("utf-8").splitlines()
     result["nmt_translate"]["sentences_per_s"] = round(
-        len(lines) / result["nmt_translate"]["wall_s"], 2)
+        len(lines) / result["nmt_translate"]["wall_s"], 2
+    )
     before = load()
-    result["in_process_decode"] = {**in_process_decode(a.run, lines), "load_before": before,
-                                   "load_after": load()}
+    result["in_process_decode"] = {
+        **in_process_decode(a.run, lines),
+        "load_before": before,
+        "load_after": load(),
+    }
     result["in_process_decode"]["sentences_per_s"] = round(
-        len(lines) / result["in_process_decode"]["wall_s"], 2)
-    result["serve_batching"] = serve_mode(a.run, lines, refs, a.clients, a.max_batch_tokens,
-                                          a.max_wait_ms)
+        len(lines) / result["in_process_decode"]["wall_s"], 2
+    )
+    result["serve_batching"] = serve_mode(
+        a.run, lines, refs, a.clients, a.max_batch_tokens, a.max_wait_ms
+    )
     result["serve_no_batching"] = serve_mode(a.run, lines, refs, a.clients, 0, a.max_wait_ms)
     b, nb = result["serve_batching"], result["serve_no_batching"]
     result["ratios"] = {
         "batching_vs_no_batching": round(b["sentences_per_s"] / nb["sentences_per_s"], 2),
         "batching_vs_nmt_translate": round(
-            b["sentences_per_s"] / result["nmt_translate"]["sentences_per_s"], 2),
+            b["sentences_per_s"] / result["nmt_translate"]["sentences_per_s"], 2
+        ),
         "batching_vs_in_process_decode": round(
-            b["sentences_per_s"] / result["in_process_decode"]["sentences_per_s"], 2)}
+            b["sentences_per_s"] / result["in_process_decode"]["sentences_per_s"], 2
+        ),
+    }
     text = json.dumps(result, indent=2)
     print(text)
     if a.out:

@@ -16,6 +16,7 @@ fp16/bf16 loss within 2% of fp32 after the steps. Exit code 1 when a check fails
 breaks an invariant (non-finite loss, ranks disagree, resume fails); missed speed targets are
 reported, not fatal.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,30 +31,53 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-BASE = ["model.d_model=512", "model.heads=8", "model.ff=2048", "model.layers=6",
-        "data.batch_tokens=25000", "train.accum_steps=1"]
+BASE = [
+    "model.d_model=512",
+    "model.heads=8",
+    "model.ff=2048",
+    "model.layers=6",
+    "data.batch_tokens=25000",
+    "train.accum_steps=1",
+]
 
 
 def configs(cpu: bool) -> dict[str, tuple[str, list[str]]]:
     """arch -> (config, overrides): Multi30k where it is on disk (and not --cpu), else toy."""
     if not cpu and (MULTI30K / "train.de").is_file():
-        return {a: (f"configs/multi30k/{a}_local.yaml", []) for a in
-                ("seq2seq", "rnnsearch", "transformer")}
+        return {
+            a: (f"configs/multi30k/{a}_local.yaml", [])
+            for a in ("seq2seq", "rnnsearch", "transformer")
+        }
     # small enough for CI (bf16 is emulated, and slow, on CPUs without bf16 units)
-    small = ["data.synthetic.train=300", "data.synthetic.valid=40", "data.batch_tokens=400",
-             "vocab.size=300", "train.threads=1"]
+    small = [
+        "data.synthetic.train=300",
+        "data.synthetic.valid=40",
+        "data.batch_tokens=400",
+        "vocab.size=300",
+        "train.threads=1",
+    ]
     rnn = ["model.emb_size=32", "model.hidden_size=64"]
-    return {"seq2seq": ("configs/toy/seq2seq.yaml", small + rnn),
-            "rnnsearch": ("configs/toy/rnnsearch.yaml", small + rnn + ["model.enc_hidden_size=32"]),
-            "transformer": ("configs/toy/transformer.yaml",
-                            small + ["model.d_model=32", "model.ff=64", "model.heads=2"])}
+    return {
+        "seq2seq": ("configs/toy/seq2seq.yaml", small + rnn),
+        "rnnsearch": ("configs/toy/rnnsearch.yaml", small + rnn + ["model.enc_hidden_size=32"]),
+        "transformer": (
+            "configs/toy/transformer.yaml",
+            small + ["model.d_model=32", "model.ff=64", "model.heads=2"],
+        ),
+    }
 
 
 def run(cmd: list[str], timeout: float, env: dict | None = None) -> tuple[int, str, float]:
     t = time.time()
     try:
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, **(env or {})})
+        p = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
+        )
         return p.returncode, (p.stdout + p.stderr)[-4000:], time.time() - t
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {timeout:.0f} s", time.time() - t
@@ -61,10 +85,14 @@ def run(cmd: list[str], timeout: float, env: dict | None = None) -> tuple[int, s
 
 # ---------------------------------------------------------------- 1. pytest
 def check_pytest(cpu: bool) -> dict:
-    args = (["tests/test_precision.py", "-k", "auto_picks or one_line_error or tf32_switch"]
-            if cpu else ["-x"])
-    rc, tail, sec = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                        timeout=300)
+    args = (
+        ["tests/test_precision.py", "-k", "auto_picks or one_line_error or tf32_switch"]
+        if cpu
+        else ["-x"]
+    )
+    rc, tail, sec = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], timeout=300
+    )
     return {"ok": rc == 0, "args": args, "seconds": sec, "summary": tail.strip().splitlines()[-1:]}
 
 
@@ -78,8 +106,12 @@ def _sdpa_backend(model, batch, autocast) -> str | None:
     with torch.no_grad(), autocast, profile() as prof:
         model.eval()(batch.src, batch.src_mask, batch.tgt_in)
     names = {e.name for e in prof.events()}
-    for key, name in (("flash", "flash"), ("efficient", "mem_efficient"), ("cudnn", "cudnn"),
-                      ("math", "math")):
+    for key, name in (
+        ("flash", "flash"),
+        ("efficient", "mem_efficient"),
+        ("cudnn", "cudnn"),
+        ("math", "math"),
+    ):
         if any("scaled_dot_product" in n and key in n for n in names):
             return name
     return "math" if any("scaled_dot_product" in n for n in names) else "none"
@@ -96,30 +128,41 @@ def precision_run(config: str, sets: list[str], precision: str, steps: int) -> d
     from nmt.models import build_model
     from nmt.train import Trainer, resolve_device
 
-    cfg = load_config(config, [*sets, f"train.precision={precision}", "train.progress=false",
-                               "train.clip_grad=1.0"])
+    cfg = load_config(
+        config,
+        [*sets, f"train.precision={precision}", "train.progress=false", "train.clip_grad=1.0"],
+    )
     device = resolve_device(cfg.train)
     corpus = prepared_corpus(cfg)
     tok = corpus.tokenizer
     batcher = corpus.batcher(cfg.data, seed=cfg.train.seed)
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
-    trainer = Trainer(cfg, model, tok, batcher, [], Path(tempfile.mkdtemp()),
-                      DistInfo(device=device))
+    trainer = Trainer(
+        cfg, model, tok, batcher, [], Path(tempfile.mkdtemp()), DistInfo(device=device)
+    )
     enc_norms: list[float] = []
     real_step = trainer.opt.step
 
     def step_and_measure():  # the encoder's gradient norm as the optimiser gets it
         grads = [p.grad for p in model.encoder.parameters() if p.grad is not None]
-        enc_norms.append(float(torch.linalg.vector_norm(torch.stack(
-            [torch.linalg.vector_norm(g.float()) for g in grads]))))
+        enc_norms.append(
+            float(
+                torch.linalg.vector_norm(
+                    torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
+                )
+            )
+        )
         real_step()
+
     trainer.opt.step = step_and_measure
     rnn_dtypes: set[str] = set()
     if isinstance(model.encoder, torch.nn.RNNBase):
+
         def record(_m, _i, out):
             o = out[0]
             rnn_dtypes.add(str((o.data if hasattr(o, "data") else o).dtype).replace("torch.", ""))
+
         model.encoder.register_forward_hook(record)
     order = batcher.epoch(0)
     losses, skipped = [], 0
@@ -132,11 +175,17 @@ def precision_run(config: str, sets: list[str], precision: str, steps: int) -> d
         trainer.p.step += 1
         losses.append(out["loss"])
     backend = _sdpa_backend(model, batcher.batch(order[0]).to(device), trainer.autocast)
-    return {"arch": cfg.model.arch, "precision": trainer.precision, "device": str(device),
-            "losses": losses, "skipped_steps": skipped,
-            "grad_scale": trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
-            "encoder_grad_norms": enc_norms, "rnn_dtype": sorted(rnn_dtypes) or None,
-            "sdpa_backend": backend}
+    return {
+        "arch": cfg.model.arch,
+        "precision": trainer.precision,
+        "device": str(device),
+        "losses": losses,
+        "skipped_steps": skipped,
+        "grad_scale": trainer.scaler.get_scale() if trainer.scaler.is_enabled() else None,
+        "encoder_grad_norms": enc_norms,
+        "rnn_dtype": sorted(rnn_dtypes) or None,
+        "sdpa_backend": backend,
+    }
 
 
 def _tail_loss(losses: list) -> float:
@@ -168,8 +217,11 @@ def check_precisions(cpu: bool, steps: int) -> dict:
                 pairs = list(zip(r["encoder_grad_norms"], ref["encoder_grad_norms"]))
                 r["encoder_grad_norm_ratio"] = statistics.median(a / b for a, b in pairs if b)
             out["runs"].append(r)
-            print(f"  {arch} {p}: loss {r['final_loss']:.4f} ({r['seconds']:.0f} s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {arch} {p}: loss {r['final_loss']:.4f} ({r['seconds']:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 
@@ -191,14 +243,17 @@ def ddp_worker(out_dir: str) -> int:
     import nmt.train as train_mod
     from nmt.cli import main
 
-    last = (os.environ.get("RANK", "0") == str(int(os.environ.get("WORLD_SIZE", "1")) - 1)
-            and os.environ.get("NMT_CHECK_NAN") == "1")
+    last = (
+        os.environ.get("RANK", "0") == str(int(os.environ.get("WORLD_SIZE", "1")) - 1)
+        and os.environ.get("NMT_CHECK_NAN") == "1"
+    )
     real_loss, calls = train_mod.loss_fn, {"n": 0}
 
     def loss_fn(logits, target, smoothing):
         calls["n"] += 1
         loss = real_loss(logits, target, smoothing)
         return loss * float("nan") if last and calls["n"] == 3 else loss
+
     train_mod.loss_fn = loss_fn
     real_train = train_mod.Trainer.train
 
@@ -211,13 +266,22 @@ def ddp_worker(out_dir: str) -> int:
         else:
             sums = [[float(flat.sum()), float(flat.abs().sum())]]
         if self.dist.rank == 0:
-            Path(out_dir, "ddp.json").write_text(json.dumps(
-                {"world": self.dist.world, "device": str(self.device), "step": self.p.step,
-                 "param_sums": sums, "identical": all(s == sums[0] for s in sums),
-                 "skipped_nan": self.p.bad_steps_total}))
+            Path(out_dir, "ddp.json").write_text(
+                json.dumps(
+                    {
+                        "world": self.dist.world,
+                        "device": str(self.device),
+                        "step": self.p.step,
+                        "param_sums": sums,
+                        "identical": all(s == sums[0] for s in sums),
+                        "skipped_nan": self.p.bad_steps_total,
+                    }
+                )
+            )
         return progress
+
     train_mod.Trainer.train = train_and_compare
-    return main(sys.argv[sys.argv.index("--ddp-worker") + 2:])
+    return main(sys.argv[sys.argv.index("--ddp-worker") + 2 :])
 
 
 def check_ddp(cpu: bool, tmp: Path) -> dict:
@@ -226,14 +290,32 @@ def check_ddp(cpu: bool, tmp: Path) -> dict:
     config, sets = configs(cpu)["transformer"]
     nproc = 2 if cpu else max(1, min(2, torch.cuda.device_count()))
     run_dir = tmp / "ddp-run"
-    sets = [*sets, f"train.run_dir={run_dir}", "train.max_steps=8", "train.valid_every=1000",
-            "train.log_every=1", "train.max_minutes=0", "train.valid_max_sentences=20",
-            "train.device=" + ("cpu" if cpu else "cuda")]
+    sets = [
+        *sets,
+        f"train.run_dir={run_dir}",
+        "train.max_steps=8",
+        "train.valid_every=1000",
+        "train.log_every=1",
+        "train.max_minutes=0",
+        "train.valid_max_sentences=20",
+        "train.device=" + ("cpu" if cpu else "cuda"),
+    ]
     flags = [x for s in sets for x in ("--set", s)]
     env = {"OMP_NUM_THREADS": "1", "NMT_CHECK_NAN": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-           f"--master_port={_free_port()}", str(Path(__file__)), "--ddp-worker", str(tmp), "train", config,
-           *flags, "--overwrite"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        f"--master_port={_free_port()}",
+        str(Path(__file__)),
+        "--ddp-worker",
+        str(tmp),
+        "train",
+        config,
+        *flags,
+        "--overwrite",
+    ]
     rc, tail, sec = run(cmd, timeout=300, env=env)
     out = {"nproc": nproc, "backend": "gloo" if cpu else "nccl", "seconds": sec, "rc": rc}
     if rc != 0:
@@ -241,13 +323,21 @@ def check_ddp(cpu: bool, tmp: Path) -> dict:
     out.update(json.loads((tmp / "ddp.json").read_text()))
     log = (run_dir / "train.log").read_text()
     out["nan_skipped_on_all_ranks"] = "non-finite loss at step 3: step skipped" in log
-    rc, tail, sec = run(cmd[:-1] + ["--set", "train.max_steps=10", "--resume"], timeout=300,
-                        env={**env, "NMT_CHECK_NAN": "0"})
+    rc, tail, sec = run(
+        cmd[:-1] + ["--set", "train.max_steps=10", "--resume"],
+        timeout=300,
+        env={**env, "NMT_CHECK_NAN": "0"},
+    )
     out["resume"] = {"rc": rc, "seconds": sec}
     if rc == 0:
         out["resume"].update(json.loads((tmp / "ddp.json").read_text()))
-    out["ok"] = (out["identical"] and out["nan_skipped_on_all_ranks"] and rc == 0
-                 and out["resume"].get("step") == 10 and out["resume"].get("identical", False))
+    out["ok"] = (
+        out["identical"]
+        and out["nan_skipped_on_all_ranks"]
+        and rc == 0
+        and out["resume"].get("step") == 10
+        and out["resume"].get("identical", False)
+    )
     return out
 
 
@@ -256,35 +346,78 @@ def check_benchmark(cpu: bool, tmp: Path) -> dict:
     config, sets = configs(cpu)["transformer"]
     if cpu:
         sets = [*sets, "train.device=cpu"]
-        args = ["--precisions", "fp32", "--steps", "2", "--warmup", "1", "--repeats", "1",
-                "--sentences", "20", "--threads", "1"]
+        args = [
+            "--precisions",
+            "fp32",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--repeats",
+            "1",
+            "--sentences",
+            "20",
+            "--threads",
+            "1",
+        ]
     else:
         sets = [*sets, *BASE]
-        args = ["--precisions", "bf16", "--steps", "20", "--warmup", "5", "--repeats", "2",
-                "--sentences", "1000"]
+        args = [
+            "--precisions",
+            "bf16",
+            "--steps",
+            "20",
+            "--warmup",
+            "5",
+            "--repeats",
+            "2",
+            "--sentences",
+            "1000",
+        ]
     run_dir = tmp / "bench-run"
-    cmd = [sys.executable, "scripts/benchmark.py", "--configs", config, *args,
-           *[x for s in sets for x in ("--set", s)], "--save-run", str(run_dir),
-           "--translate", str(run_dir / "best.pt"), "--out", str(tmp / "bench.json")]
+    cmd = [
+        sys.executable,
+        "scripts/benchmark.py",
+        "--configs",
+        config,
+        *args,
+        *[x for s in sets for x in ("--set", s)],
+        "--save-run",
+        str(run_dir),
+        "--translate",
+        str(run_dir / "best.pt"),
+        "--out",
+        str(tmp / "bench.json"),
+    ]
     rc, tail, sec = run(cmd, timeout=420)
     if rc != 0:
         return {"ok": False, "rc": rc, "error": tail, "seconds": sec}
     bench = json.loads((tmp / "bench.json").read_text())
     tr, tl = bench["training"][0], bench["translation"][0]
-    return {"ok": True, "seconds": sec, "config": config, "sets": sets,
-            "tgt_tok_s": tr["tgt_tok_s"], "mfu": tr["mfu"], "precision": tr["precision_used"],
-            "peak_matmul_tflops": tr["peak_matmul_tflops"],
-            "host_syncs_per_step": tr["host_syncs_per_step"], "peak_mem_mb": tr["peak_mem_mb"],
-            "translate_greedy_sent_s": tl["greedy"]["sent_s"],
-            "translate_beam5_sent_s": tl["beam5"]["sent_s"], "machine": bench["machine"]}
+    return {
+        "ok": True,
+        "seconds": sec,
+        "config": config,
+        "sets": sets,
+        "tgt_tok_s": tr["tgt_tok_s"],
+        "mfu": tr["mfu"],
+        "precision": tr["precision_used"],
+        "peak_matmul_tflops": tr["peak_matmul_tflops"],
+        "host_syncs_per_step": tr["host_syncs_per_step"],
+        "peak_mem_mb": tr["peak_mem_mb"],
+        "translate_greedy_sent_s": tl["greedy"]["sent_s"],
+        "translate_beam5_sent_s": tl["beam5"]["sent_s"],
+        "machine": bench["machine"],
+    }
 
 
 # ---------------------------------------------------------------- report
 def targets(result: dict, cpu: bool) -> dict:
     b, runs = result.get("benchmark", {}), result.get("precisions", {}).get("runs", [])
-    out = {"host_syncs_per_step_le_1": b.get("host_syncs_per_step", 99) <= 1,
-           "low_precision_loss_within_2pct_of_fp32": all(r.get("within_2pct", True)
-                                                         for r in runs)}
+    out = {
+        "host_syncs_per_step_le_1": b.get("host_syncs_per_step", 99) <= 1,
+        "low_precision_loss_within_2pct_of_fp32": all(r.get("within_2pct", True) for r in runs),
+    }
     if not cpu:
         out["transformer_base_bf16_mfu_ge_40pct"] = b.get("mfu", 0) >= 0.40
     return out
@@ -295,23 +428,35 @@ def table(result: dict) -> str:
     for k in ("pytest", "precisions", "ddp", "benchmark"):
         r = result.get(k, {})
         lines.append(f"| {k} | {'ok' if r.get('ok') else 'FAILED'} ({r.get('seconds', 0):.0f} s) |")
-    lines += ["", "| arch | precision | final loss | vs fp32 | enc. grad norm / fp32 | skipped | "
-              "scale | RNN dtype | SDPA |", "|---|---|---:|---:|---:|---:|---:|---|---|"]
+    lines += [
+        "",
+        "| arch | precision | final loss | vs fp32 | enc. grad norm / fp32 | skipped | "
+        "scale | RNN dtype | SDPA |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
     for r in result.get("precisions", {}).get("runs", []):
         vs = f"{100 * r['loss_vs_fp32']:+.2f}%" if "loss_vs_fp32" in r else "-"
         ratio = f"{r['encoder_grad_norm_ratio']:.3f}" if "encoder_grad_norm_ratio" in r else "-"
-        lines.append(f"| {r['arch']} | {r['precision']} | {r['final_loss']:.4f} | {vs} | {ratio} | "
-                     f"{r['skipped_steps']} | {r['grad_scale'] or '-'} | "
-                     f"{','.join(r['rnn_dtype'] or ['-'])} | {r['sdpa_backend'] or '-'} |")
+        lines.append(
+            f"| {r['arch']} | {r['precision']} | {r['final_loss']:.4f} | {vs} | {ratio} | "
+            f"{r['skipped_steps']} | {r['grad_scale'] or '-'} | "
+            f"{','.join(r['rnn_dtype'] or ['-'])} | {r['sdpa_backend'] or '-'} |"
+        )
     b = result.get("benchmark", {})
     if b.get("ok"):
-        lines += ["", f"benchmark ({b['precision']}): {b['tgt_tok_s']:.0f} target tok/s, MFU "
-                  f"{100 * b['mfu']:.1f}% of {b['peak_matmul_tflops']:.3g} TFLOP/s, "
-                  f"{b['host_syncs_per_step']:.2f} host syncs/step, translation "
-                  f"{b['translate_greedy_sent_s']:.1f} sent/s greedy, "
-                  f"{b['translate_beam5_sent_s']:.1f} beam 5"]
-    lines += ["", "targets: " + ", ".join(f"{k} {'met' if v else 'NOT met'}"
-                                          for k, v in result["targets"].items())]
+        lines += [
+            "",
+            f"benchmark ({b['precision']}): {b['tgt_tok_s']:.0f} target tok/s, MFU "
+            f"{100 * b['mfu']:.1f}% of {b['peak_matmul_tflops']:.3g} TFLOP/s, "
+            f"{b['host_syncs_per_step']:.2f} host syncs/step, translation "
+            f"{b['translate_greedy_sent_s']:.1f} sent/s greedy, "
+            f"{b['translate_beam5_sent_s']:.1f} beam 5",
+        ]
+    lines += [
+        "",
+        "targets: "
+        + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in result["targets"].items()),
+    ]
     return "\n".join(lines)
 
 
@@ -329,36 +474,52 @@ def _finite(x):
 def main() -> int:
     if "--ddp-worker" in sys.argv:
         return ddp_worker(sys.argv[sys.argv.index("--ddp-worker") + 1])
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--cpu", action="store_true", help="no GPU: small configs, fp16 skipped")
-    ap.add_argument("--out", help="JSON file (default: docs/benchmark-<gpu>.json, or "
-                    "gpu_check_cpu.json with --cpu)")
-    ap.add_argument("--steps", type=int, default=None, help="steps per architecture and "
-                    "precision (default 50; 4 with --cpu)")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["pytest", "precisions", "ddp",
-                                                              "benchmark"])
+    ap.add_argument(
+        "--out",
+        help="JSON file (default: docs/benchmark-<gpu>.json, or gpu_check_cpu.json with --cpu)",
+    )
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="steps per architecture and precision (default 50; 4 with --cpu)",
+    )
+    ap.add_argument(
+        "--skip", nargs="*", default=[], choices=["pytest", "precisions", "ddp", "benchmark"]
+    )
     a = ap.parse_args()
     import tempfile
 
     import torch
 
     if not a.cpu and not torch.cuda.is_available():
-        print("gpu_check: no CUDA device is visible; run with --cpu for the CPU mode",
-              file=sys.stderr)
+        print(
+            "gpu_check: no CUDA device is visible; run with --cpu for the CPU mode", file=sys.stderr
+        )
         return 2
     gpu = torch.cuda.get_device_name() if not a.cpu else None
     name = "cpu" if a.cpu else gpu.lower().replace("nvidia ", "").split()[0]
     out_path = Path(a.out or ("gpu_check_cpu.json" if a.cpu else f"docs/benchmark-{name}.json"))
     steps = a.steps or (4 if a.cpu else 50)
     tmp = Path(tempfile.mkdtemp(prefix="nmt-gpu-check-"))
-    result: dict = {"mode": "cpu" if a.cpu else "gpu", "gpu": gpu, "torch": torch.__version__,
-                    "cuda": torch.version.cuda, "command": " ".join(sys.argv)}
+    result: dict = {
+        "mode": "cpu" if a.cpu else "gpu",
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "command": " ".join(sys.argv),
+    }
     t0 = time.time()
-    phases = {"pytest": lambda: check_pytest(a.cpu),
-              "precisions": lambda: check_precisions(a.cpu, steps),
-              "ddp": lambda: check_ddp(a.cpu, tmp),
-              "benchmark": lambda: check_benchmark(a.cpu, tmp)}
+    phases = {
+        "pytest": lambda: check_pytest(a.cpu),
+        "precisions": lambda: check_precisions(a.cpu, steps),
+        "ddp": lambda: check_ddp(a.cpu, tmp),
+        "benchmark": lambda: check_benchmark(a.cpu, tmp),
+    }
     for key, fn in phases.items():
         if key in a.skip:
             continue
@@ -372,8 +533,7 @@ def main() -> int:
     result["seconds"] = time.time() - t0
     result["targets"] = targets(result, a.cpu)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(_finite(result), indent=2, allow_nan=False, default=str)
-                        + "\n")
+    out_path.write_text(json.dumps(_finite(result), indent=2, allow_nan=False, default=str) + "\n")
     print(table(result))
     print(f"\nwrote {out_path} ({result['seconds']:.0f} s)")
     return 0 if all(result[k].get("ok") for k in phases if k in result) else 1

@@ -8,6 +8,7 @@ The model trains on the study's real batches through the trainer's own step, one
 of matmul ops, and the share of wall time spent inside ops (the rest is Python and the loop).
 Shares are what to read on a busy machine; seconds only on a quiet one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,10 +20,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
-              "aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer_backward",
-              "aten::_scaled_dot_product_flash_attention_for_cpu",
-              "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
+MATMUL_OPS = {
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::matmul",
+    "aten::mkldnn_rnn_layer",
+    "aten::mkldnn_rnn_layer_backward",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+}
 
 
 def main() -> None:
@@ -55,23 +63,37 @@ def main() -> None:
     tok = corpus.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
     trainer = Trainer(cfg, model, tok, batcher, [], tmp, DistInfo(device=torch.device("cpu")))
-    for b in batches[:args.warmup]:
+    for b in batches[: args.warmup]:
         trainer.train_step([b])
     t = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for b in batches[args.warmup:]:
+        for b in batches[args.warmup :]:
             trainer.train_step([b])
     wall = time.perf_counter() - t
     ops = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in ops) / 1e6
     matmul = sum(e.self_cpu_time_total for e in ops if e.key in MATMUL_OPS) / 1e6
-    top = sorted(ops, key=lambda e: -e.self_cpu_time_total)[:args.top]
-    out = {"study": args.study, "model": args.model, "precision": cfg.train.precision,
-           "steps": args.steps, "wall_s": wall, "op_self_s": total,
-           "op_share_of_wall": total / wall, "matmul_share_of_ops": matmul / total,
-           "target_tokens": sum(b.n_tokens for b in batches[args.warmup:]),
-           "top_ops": [{"op": e.key, "calls": e.count, "self_s": e.self_cpu_time_total / 1e6,
-                        "share": e.self_cpu_time_total / 1e6 / total} for e in top]}
+    top = sorted(ops, key=lambda e: -e.self_cpu_time_total)[: args.top]
+    out = {
+        "study": args.study,
+        "model": args.model,
+        "precision": cfg.train.precision,
+        "steps": args.steps,
+        "wall_s": wall,
+        "op_self_s": total,
+        "op_share_of_wall": total / wall,
+        "matmul_share_of_ops": matmul / total,
+        "target_tokens": sum(b.n_tokens for b in batches[args.warmup :]),
+        "top_ops": [
+            {
+                "op": e.key,
+                "calls": e.count,
+                "self_s": e.self_cpu_time_total / 1e6,
+                "share": e.self_cpu_time_total / 1e6 / total,
+            }
+            for e in top
+        ],
+    }
     text = json.dumps(out, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n")

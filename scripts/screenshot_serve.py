@@ -5,6 +5,7 @@
 Starts `nmt serve RUN` on a free port, types the sentences, clicks Translate and saves the page
 with the first sentence's attention heatmap.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,16 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def main() -> None:
@@ -32,8 +41,9 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", a.run, "--port", str(port)],
-                              cwd=ROOT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "serve", a.run, "--port", str(port)], cwd=ROOT
+    )
     try:
         for _ in range(600):
             try:

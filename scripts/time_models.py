@@ -7,6 +7,7 @@ tokens on each side, in fp32 and under bf16 autocast. Matmul FLOPs use the model
 
     python scripts/time_models.py --out time_models.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,12 +25,26 @@ from nmt.config import model_config  # noqa: E402
 from nmt.models import build_model  # noqa: E402
 
 CONFIGS = {
-    "seq2seq": model_config("seq2seq", rnn_type="gru", emb_size=256, hidden_size=512,
-                            layers=1),
-    "rnnsearch": model_config("rnnsearch", rnn_type="gru", emb_size=256, enc_hidden_size=256,
-                              hidden_size=512, layers=1, attention="bahdanau"),
-    "transformer": model_config("transformer", layers=3, d_model=256, heads=4, ff=1024,
-                                norm="pre", tie_embeddings=True, tie_output=True),
+    "seq2seq": model_config("seq2seq", rnn_type="gru", emb_size=256, hidden_size=512, layers=1),
+    "rnnsearch": model_config(
+        "rnnsearch",
+        rnn_type="gru",
+        emb_size=256,
+        enc_hidden_size=256,
+        hidden_size=512,
+        layers=1,
+        attention="bahdanau",
+    ),
+    "transformer": model_config(
+        "transformer",
+        layers=3,
+        d_model=256,
+        heads=4,
+        ff=1024,
+        norm="pre",
+        tie_embeddings=True,
+        tie_output=True,
+    ),
 }
 
 
@@ -38,8 +53,14 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def time_step(model: torch.nn.Module, batch: tuple, precision: str, device: torch.device,
-              warmup: int, repeats: int) -> float:
+def time_step(
+    model: torch.nn.Module,
+    batch: tuple,
+    precision: str,
+    device: torch.device,
+    warmup: int,
+    repeats: int,
+) -> float:
     """Median seconds of forward + loss + backward."""
     src, mask, tgt_in, tgt_out = batch
     times = []
@@ -81,9 +102,15 @@ def main() -> None:
     tgt_in = torch.cat([torch.full((B, 1), 2, device=device), tgt_out[:, :-1]], 1)
     batch = (src, src != 0, tgt_in, tgt_out)
 
-    results = {"device": str(device), "threads": torch.get_num_threads(),
-               "torch": torch.__version__, "batch": B, "length": L, "vocab": args.vocab,
-               "models": {}}
+    results = {
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "batch": B,
+        "length": L,
+        "vocab": args.vocab,
+        "models": {},
+    }
     header = f"{'model':<12} {'params':>11} {'GFLOP/step':>10}"
     header += "".join(f" {p + ' ms':>9} {p + ' TFLOP/s':>13}" for p in args.precisions)
     print(header)
@@ -94,8 +121,11 @@ def main() -> None:
         line = f"{name:<12} {row['params']:>11,} {flops / 1e9:>10.1f}"
         for precision in args.precisions:
             seconds = time_step(model, batch, precision, device, args.warmup, args.repeats)
-            row[precision] = {"seconds": seconds, "tflops": flops / seconds / 1e12,
-                              "target_tokens_per_second": B * L / seconds}
+            row[precision] = {
+                "seconds": seconds,
+                "tflops": flops / seconds / 1e12,
+                "target_tokens_per_second": B * L / seconds,
+            }
             line += f" {seconds * 1e3:>9.1f} {flops / seconds / 1e12:>13.3f}"
         results["models"][name] = row
         print(line, flush=True)

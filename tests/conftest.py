@@ -1,4 +1,5 @@
 """Shared fixtures: an isolated corpus cache, tiny parallel corpora, the shared real corpora."""
+
 from __future__ import annotations
 
 import random
@@ -15,8 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 # A made-up language pair: the target reverses the word order and respells every word, so the
 # two sides are aligned yet different (enough structure for subwords and a toy model).
-_SRC_WORDS = ("le la un dog cat sees runs big small red house tree on under near with "
-              "bird fish eats sleeps old young blue green river hill").split()
+_SRC_WORDS = (
+    "le la un dog cat sees runs big small red house tree on under near with "
+    "bird fish eats sleeps old young blue green river hill"
+).split()
 _TGT_WORDS = {w: w[::-1] + "o" for w in _SRC_WORDS}
 
 
@@ -27,8 +30,9 @@ def make_config(**sections: Any) -> Config:
     return from_dict(raw, "test config")
 
 
-def tiny_pairs(n: int, seed: int = 0, min_words: int = 2, max_words: int = 9
-               ) -> list[tuple[str, str]]:
+def tiny_pairs(
+    n: int, seed: int = 0, min_words: int = 2, max_words: int = 9
+) -> list[tuple[str, str]]:
     """n deterministic (source, target) sentences of the made-up language pair."""
     rng = random.Random(seed)
     pairs = []
@@ -54,8 +58,13 @@ def tiny_corpus(tmp_path: Path) -> Callable[..., Path]:
 
     Usage: `tiny_corpus("de", "en", sizes={"train": 300, "valid": 40, "test": 40})`.
     """
-    def make(src: str = "src", tgt: str = "tgt", sizes: dict[str, int] | None = None,
-             name: str = "corpus") -> Path:
+
+    def make(
+        src: str = "src",
+        tgt: str = "tgt",
+        sizes: dict[str, int] | None = None,
+        name: str = "corpus",
+    ) -> Path:
         out = tmp_path / name
         out.mkdir(parents=True, exist_ok=True)
         sizes = sizes or {"train": 300, "valid": 40, "test": 40}
@@ -81,22 +90,34 @@ def multi30k() -> Path:
 def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 2-head Transformer trained for 40 steps on a synthetic corpus (a few seconds):
     shared by the API, server and browser tests, which compare against `nmt translate`."""
+    from dataclasses import replace
+
     import yaml
 
     from nmt import pipeline
     from nmt.config import SyntheticConfig, load_config
     from nmt.data.synthetic import write_corpus
-    from dataclasses import replace
 
     root = tmp_path_factory.mktemp("tiny_transformer")
-    write_corpus(root / "corpus", replace(SyntheticConfig(), train=400, valid=20, test=20,
-                                          lexicon=30, max_words=12, seed=3))
-    cfg = {"data": {"source": "local", "path": str(root / "corpus"), "batch_tokens": 400},
-           "vocab": {"type": "word", "size": 200},
-           "model": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
-           "train": {"run_dir": str(root / "run"), "max_steps": 40, "lr": 0.003,
-                     "valid_every": 40, "valid_max_sentences": 20, "progress": False, "seed": 7,
-                     "threads": 1},
-           "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5, "max_input_tokens": 20}}
+    write_corpus(
+        root / "corpus",
+        replace(SyntheticConfig(), train=400, valid=20, test=20, lexicon=30, max_words=12, seed=3),
+    )
+    cfg = {
+        "data": {"source": "local", "path": str(root / "corpus"), "batch_tokens": 400},
+        "vocab": {"type": "word", "size": 200},
+        "model": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
+        "train": {
+            "run_dir": str(root / "run"),
+            "max_steps": 40,
+            "lr": 0.003,
+            "valid_every": 40,
+            "valid_max_sentences": 20,
+            "progress": False,
+            "seed": 7,
+            "threads": 1,
+        },
+        "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5, "max_input_tokens": 20},
+    }
     (root / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     return pipeline.train(load_config(root / "cfg.yaml")).run

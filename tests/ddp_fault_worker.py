@@ -3,6 +3,7 @@ NMT_TEST_FAULT=nan    rank 1 sees a NaN loss at its 3rd forward pass;
 NMT_TEST_FAULT=signal rank 1 gets SIGINT during its 3rd step (the ranks agree on stopping in
                       the step's one device read, after the backward pass).
 Rank 0 must neither hang nor take a different way out of the run."""
+
 import os
 import sys
 

@@ -1,5 +1,6 @@
 """The Python API: `Translator.load(...).translate(...)` gives `nmt translate`'s text, with n-best,
 pieces, alignments and warnings as typed fields."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,8 +37,7 @@ def test_text_equals_nmt_translate(translator, tiny_transformer_run, sources, tm
     assert [r.text for r in results] == cli_translate(tiny_transformer_run, sources, tmp_path)
 
 
-def test_beam_and_nbest_equal_nmt_translate(translator, tiny_transformer_run, sources,
-                                            tmp_path):
+def test_beam_and_nbest_equal_nmt_translate(translator, tiny_transformer_run, sources, tmp_path):
     results = translator.translate(sources, beam=3, nbest=2)
     lines = cli_translate(tiny_transformer_run, sources, tmp_path, "--beam", "3", "--nbest", "2")
     ours = [f"{i} ||| {h.text} ||| {h.score:.4f}" for i, r in enumerate(results) for h in r.nbest]
@@ -49,7 +49,8 @@ def test_beam_and_nbest_equal_nmt_translate(translator, tiny_transformer_run, so
 
 def test_greedy_equals_nmt_translate_beam_1(translator, tiny_transformer_run, sources, tmp_path):
     assert [r.text for r in translator.translate(sources, beam=1)] == cli_translate(
-        tiny_transformer_run, sources, tmp_path, "--beam", "1")
+        tiny_transformer_run, sources, tmp_path, "--beam", "1"
+    )
 
 
 def test_alignment_has_a_row_per_target_piece_over_the_source_pieces(translator, sources):
@@ -57,21 +58,23 @@ def test_alignment_has_a_row_per_target_piece_over_the_source_pieces(translator,
     assert r.src_pieces[-1] == "</s>" and r.tgt_pieces[-1] == "</s>"
     assert len(r.alignment) == len(r.tgt_pieces)
     assert all(len(row) == len(r.src_pieces) for row in r.alignment)
-    assert all(abs(sum(row) - 1) < 1e-2 for row in r.alignment)   # attention weights sum to 1
+    assert all(abs(sum(row) - 1) < 1e-2 for row in r.alignment)  # attention weights sum to 1
     assert translator.translate(sources[:1])[0].alignment is None
 
 
 def test_attention_view_is_per_call_and_leaves_the_model_as_it_was(translator, sources):
     mean = translator.translate(sources[:1], alignment=True)[0].alignment
-    head0 = translator.translate(sources[:1], alignment=True, attention_layer=0,
-                                 attention_head=0)[0].alignment
+    head0 = translator.translate(sources[:1], alignment=True, attention_layer=0, attention_head=0)[
+        0
+    ].alignment
     assert head0 != mean
     assert (translator.model.attn_layer, translator.model.attn_head) == (-1, None)
     assert translator.translate(sources[:1], alignment=True)[0].alignment == mean
 
 
-def test_overlong_input_is_truncated_with_a_warning_not_dropped(translator, tiny_transformer_run,
-                                                                sources, tmp_path):
+def test_overlong_input_is_truncated_with_a_warning_not_dropped(
+    translator, tiny_transformer_run, sources, tmp_path
+):
     cap = translator.info.max_input_tokens
     long = " ".join([sources[0]] * 10)
     short, trunc = translator.translate([sources[1], long], alignment=True)
@@ -89,8 +92,9 @@ def test_blank_input_gives_an_empty_result(translator):
 
 def test_checkpoint_file_loads_like_its_run(translator, tiny_transformer_run, sources):
     other = Translator.load(tiny_transformer_run / "best.pt")
-    assert [r.text for r in other.translate(sources)] == \
-        [r.text for r in translator.translate(sources)]
+    assert [r.text for r in other.translate(sources)] == [
+        r.text for r in translator.translate(sources)
+    ]
 
 
 def test_model_info_describes_the_checkpoint(translator):
@@ -101,11 +105,14 @@ def test_model_info_describes_the_checkpoint(translator):
     assert info.src_vocab == translator.tok.src_vocab_size
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"beam": 2, "nbest": 3}, "nbest must be between 1 and the beam (2)"),
-    ({"alignment": True, "attention_layer": 5}, "out of range: the model has 2 decoder layer"),
-    ({"alignment": True, "attention_head": 2}, "out of range: the model has 2 head"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"beam": 2, "nbest": 3}, "nbest must be between 1 and the beam (2)"),
+        ({"alignment": True, "attention_layer": 5}, "out of range: the model has 2 decoder layer"),
+        ({"alignment": True, "attention_head": 2}, "out of range: the model has 2 head"),
+    ],
+)
 def test_bad_options_are_nmt_errors(translator, kwargs, message):
     with pytest.raises(NmtError, match=message.replace("(", r"\(").replace(")", r"\)")):
         translator.translate(["le"], **kwargs)

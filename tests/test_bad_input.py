@@ -5,6 +5,7 @@ Config, data, checkpoint and translation inputs are checked as a user meets them
 one tiny Transformer is trained per module and its checkpoint is reused (and copied, then damaged)
 by the checkpoint and translation rows. docs/reliability.md lists every row with its test.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,14 +33,37 @@ FIXTURES = REPO / "tests" / "fixtures"
 DELETE = object()  # marks a key to remove from the base config
 
 BASE: dict[str, Any] = {
-    "data": {"source": "synthetic", "batch_tokens": 300,
-             "synthetic": {"train": 200, "valid": 20, "test": 20, "lexicon": 20, "max_words": 8,
-                           "seed": 3}},
+    "data": {
+        "source": "synthetic",
+        "batch_tokens": 300,
+        "synthetic": {
+            "train": 200,
+            "valid": 20,
+            "test": 20,
+            "lexicon": 20,
+            "max_words": 8,
+            "seed": 3,
+        },
+    },
     "vocab": {"type": "word", "size": 100},
-    "model": {"arch": "transformer", "d_model": 16, "heads": 2, "ff": 32, "layers": 1,
-              "dropout": 0.0, "tie_embeddings": True},
-    "train": {"max_steps": 6, "lr": 0.01, "valid_every": 1000, "progress": False, "seed": 1,
-              "threads": 1, "device": "cpu"},
+    "model": {
+        "arch": "transformer",
+        "d_model": 16,
+        "heads": 2,
+        "ff": 32,
+        "layers": 1,
+        "dropout": 0.0,
+        "tie_embeddings": True,
+    },
+    "train": {
+        "max_steps": 6,
+        "lr": 0.01,
+        "valid_every": 1000,
+        "progress": False,
+        "seed": 1,
+        "threads": 1,
+        "device": "cpu",
+    },
     "decode": {"beam": 2, "max_len_a": 1.2, "max_len_b": 4},
 }
 
@@ -89,40 +113,65 @@ def fails(capsys: pytest.CaptureFixture, *argv: Any) -> str:
 # Config: nothing runs and no run directory appears
 
 CONFIG_ERRORS = {
-    "unknown key": ({"model": {"hiden_size": 64}},
-                    r"unknown key 'model\.hiden_size' in \S+config\.yaml; did you mean "
-                    r"'model\.hidden_size'\?"),
-    "unknown section": ({"traning": {"lr": 0.1}},
-                        r"unknown key 'traning' in \S+; did you mean 'train'\?"),
-    "wrong type": ({"train": {"max_steps": "many"}},
-                   r"wrong type for 'train\.max_steps' in \S+config\.yaml: expected int, got "
-                   r"'many'"),
-    "wrong type (bool)": ({"vocab": {"joint": "sometimes"}},
-                          r"wrong type for 'vocab\.joint' in \S+: expected bool"),
-    "choice not allowed": ({"train": {"precision": "fp8"}},
-                           r"wrong type for 'train\.precision' in \S+: expected auto \| fp32 \| bf16 \| "
-                           r"fp16, got 'fp8'"),
-    "negative lr": ({"train": {"lr": -0.001}},
-                    r"value out of range for 'train\.lr' in \S+: expected > 0\.0, got -0\.001"),
-    "beam 0": ({"decode": {"beam": 0}},
-               r"value out of range for 'decode\.beam' in \S+: expected >= 1, got 0"),
-    "dropout 1.5": ({"model": {"dropout": 1.5}},
-                    r"value out of range for 'model\.dropout' in \S+: expected >= 0\.0 and < "
-                    r"1\.0, got 1\.5"),
-    "missing model.arch": ({"model": {"arch": DELETE}},
-                           r"missing required key 'model\.arch' in \S+config\.yaml"),
+    "unknown key": (
+        {"model": {"hiden_size": 64}},
+        r"unknown key 'model\.hiden_size' in \S+config\.yaml; did you mean "
+        r"'model\.hidden_size'\?",
+    ),
+    "unknown section": (
+        {"traning": {"lr": 0.1}},
+        r"unknown key 'traning' in \S+; did you mean 'train'\?",
+    ),
+    "wrong type": (
+        {"train": {"max_steps": "many"}},
+        r"wrong type for 'train\.max_steps' in \S+config\.yaml: expected int, got "
+        r"'many'",
+    ),
+    "wrong type (bool)": (
+        {"vocab": {"joint": "sometimes"}},
+        r"wrong type for 'vocab\.joint' in \S+: expected bool",
+    ),
+    "choice not allowed": (
+        {"train": {"precision": "fp8"}},
+        r"wrong type for 'train\.precision' in \S+: expected auto \| fp32 \| bf16 \| "
+        r"fp16, got 'fp8'",
+    ),
+    "negative lr": (
+        {"train": {"lr": -0.001}},
+        r"value out of range for 'train\.lr' in \S+: expected > 0\.0, got -0\.001",
+    ),
+    "beam 0": (
+        {"decode": {"beam": 0}},
+        r"value out of range for 'decode\.beam' in \S+: expected >= 1, got 0",
+    ),
+    "dropout 1.5": (
+        {"model": {"dropout": 1.5}},
+        r"value out of range for 'model\.dropout' in \S+: expected >= 0\.0 and < "
+        r"1\.0, got 1\.5",
+    ),
+    "missing model.arch": (
+        {"model": {"arch": DELETE}},
+        r"missing required key 'model\.arch' in \S+config\.yaml",
+    ),
     "missing data section": ({"data": DELETE}, r"missing required key 'data' in \S+"),
-    "local source without path": ({"data": {"source": "local"}},
-                                  r"missing required key 'data\.path' in \S+ \(data\.source is "
-                                  r"local\)"),
-    "fp16 on CPU": ({"train": {"precision": "fp16", "device": "cpu"}},
-                    r"contradictory options: 'train\.precision: fp16' needs a CUDA device"),
+    "local source without path": (
+        {"data": {"source": "local"}},
+        r"missing required key 'data\.path' in \S+ \(data\.source is "
+        r"local\)",
+    ),
+    "fp16 on CPU": (
+        {"train": {"precision": "fp16", "device": "cpu"}},
+        r"contradictory options: 'train\.precision: fp16' needs a CUDA device",
+    ),
     "tied embeddings, separate vocabularies": (
         {"vocab": {"joint": False}, "model": {"tie_embeddings": True}},
-        r"contradictory options in \S+: 'model\.tie_embeddings' .* needs 'vocab\.joint: true'"),
-    "heads do not divide d_model": ({"model": {"d_model": 18, "heads": 4}},
-                                    r"'model\.d_model' \(18\) in \S+ must be divisible by "
-                                    r"'model\.heads' \(4\)"),
+        r"contradictory options in \S+: 'model\.tie_embeddings' .* needs 'vocab\.joint: true'",
+    ),
+    "heads do not divide d_model": (
+        {"model": {"d_model": 18, "heads": 4}},
+        r"'model\.d_model' \(18\) in \S+ must be divisible by "
+        r"'model\.heads' \(4\)",
+    ),
 }
 
 
@@ -135,11 +184,14 @@ def test_bad_config_is_one_line_exit_2_and_creates_no_run_dir(tmp_path, capsys, 
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("text, at", [
-    ("model: {arch: transformer\ndata: {source: synthetic}\n", "line 2, column 5"),
-    ("data:\n  source: synthetic\n model:\n  arch: rnnsearch\n", "line 3, column 2"),
-    ("data:\n\tsource: synthetic\n", "line 2, column 1"),
-])
+@pytest.mark.parametrize(
+    "text, at",
+    [
+        ("model: {arch: transformer\ndata: {source: synthetic}\n", "line 2, column 5"),
+        ("data:\n  source: synthetic\n model:\n  arch: rnnsearch\n", "line 3, column 2"),
+        ("data:\n\tsource: synthetic\n", "line 2, column 1"),
+    ],
+)
 def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys, text, at):
     path = tmp_path / "broken.yaml"
     path.write_text(text)
@@ -148,25 +200,35 @@ def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys, text, at
 
 
 def test_config_file_that_does_not_exist(tmp_path, capsys):
-    assert fails(capsys, "train", tmp_path / "nope.yaml") == \
-        f"nmt: error: config file not found: {tmp_path / 'nope.yaml'}"
+    assert (
+        fails(capsys, "train", tmp_path / "nope.yaml")
+        == f"nmt: error: config file not found: {tmp_path / 'nope.yaml'}"
+    )
 
 
 def test_config_that_is_not_utf8_names_the_byte(tmp_path, capsys):
     path = tmp_path / "latin1.yaml"
     path.write_bytes("data: {source: synthetic}\n# caf\xe9\n".encode("latin-1"))
-    assert fails(capsys, "train", path) == \
-        f"nmt: error: config file {path} is not UTF-8 text (byte 31)"
+    assert (
+        fails(capsys, "train", path)
+        == f"nmt: error: config file {path} is not UTF-8 text (byte 31)"
+    )
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("train.lrr=0.1", "unknown key 'train.lrr' in --set; did you mean 'train.lr'?"),
-    ("modle.arch=rnnsearch", "unknown key 'modle.arch' in --set; did you mean 'model.arch'?"),
-    ("train.lr", "--set expects KEY=VALUE, got 'train.lr'"),
-    ("decode.beam=0", "value out of range for 'decode.beam' in {cfg} (with --set overrides): "
-                      "expected >= 1, got 0"),
-    ("train.max_steps=[1", "--set train.max_steps: cannot parse value '[1'"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("train.lrr=0.1", "unknown key 'train.lrr' in --set; did you mean 'train.lr'?"),
+        ("modle.arch=rnnsearch", "unknown key 'modle.arch' in --set; did you mean 'model.arch'?"),
+        ("train.lr", "--set expects KEY=VALUE, got 'train.lr'"),
+        (
+            "decode.beam=0",
+            "value out of range for 'decode.beam' in {cfg} (with --set overrides): "
+            "expected >= 1, got 0",
+        ),
+        ("train.max_steps=[1", "--set train.max_steps: cannot parse value '[1'"),
+    ],
+)
 def test_bad_set_override_names_the_key(tmp_path, capsys, override, expected):
     cfg = write_config(tmp_path)
     line = fails(capsys, "train", cfg, "--set", override)
@@ -177,13 +239,15 @@ def test_bad_set_override_names_the_key(tmp_path, capsys, override, expected):
 # ----------------------------------------------------------------------------------------------
 # Data: the file and line are named; training never starts
 
+
 def local_corpus(tmp: Path, src: list[bytes], tgt: list[bytes], **data: Any) -> Path:
     d = tmp / "corpus"
     d.mkdir(exist_ok=True)
     (d / "train.src").write_bytes(b"".join(s + b"\n" for s in src))
     (d / "train.tgt").write_bytes(b"".join(t + b"\n" for t in tgt))
-    return write_config(tmp, data={"source": "local", "path": str(d), "splits": {"train": "train"},
-                                   **data})
+    return write_config(
+        tmp, data={"source": "local", "path": str(d), "splits": {"train": "train"}, **data}
+    )
 
 
 GOOD = [b"le dog sees un cat", b"la bird eats"]
@@ -192,41 +256,51 @@ GOOD = [b"le dog sees un cat", b"la bird eats"]
 def test_missing_data_file_is_named(tmp_path, capsys):
     cfg = local_corpus(tmp_path, GOOD, GOOD)
     (tmp_path / "corpus" / "train.tgt").unlink()
-    assert fails(capsys, "train", cfg) == \
-        f"nmt: error: file not found: {tmp_path / 'corpus' / 'train.tgt'}"
+    assert (
+        fails(capsys, "train", cfg)
+        == f"nmt: error: file not found: {tmp_path / 'corpus' / 'train.tgt'}"
+    )
 
 
 def test_missing_data_directory_is_named(tmp_path, capsys):
     cfg = write_config(tmp_path, data={"source": "local", "path": str(tmp_path / "nowhere")})
-    assert fails(capsys, "train", cfg) == \
-        f"nmt: error: data directory not found: {tmp_path / 'nowhere'} (data.path)"
+    assert (
+        fails(capsys, "train", cfg)
+        == f"nmt: error: data directory not found: {tmp_path / 'nowhere'} (data.path)"
+    )
 
 
 def test_line_count_mismatch_names_both_files_and_counts(tmp_path, capsys):
     cfg = local_corpus(tmp_path, GOOD, GOOD[:1])
     d = tmp_path / "corpus"
-    assert fails(capsys, "train", cfg) == (f"nmt: error: line counts differ: {d / 'train.src'} has "
-                                           f"2 lines, {d / 'train.tgt'} has 1")
+    assert fails(capsys, "train", cfg) == (
+        f"nmt: error: line counts differ: {d / 'train.src'} has 2 lines, {d / 'train.tgt'} has 1"
+    )
 
 
 def test_non_utf8_data_names_file_line_and_byte(tmp_path, capsys):
     cfg = local_corpus(tmp_path, GOOD + [b"la caf\xe9 runs"], GOOD + [b"ok"])
-    assert fails(capsys, "train", cfg) == (f"nmt: error: {tmp_path / 'corpus' / 'train.src'}, "
-                                           f"line 3: not valid UTF-8 (byte 0xe9 at column 7)")
+    assert fails(capsys, "train", cfg) == (
+        f"nmt: error: {tmp_path / 'corpus' / 'train.src'}, "
+        f"line 3: not valid UTF-8 (byte 0xe9 at column 7)"
+    )
 
 
 def test_training_set_empty_after_filtering_names_the_limits(tmp_path, capsys):
     cfg = local_corpus(tmp_path, GOOD, GOOD, max_len=2)
     line = fails(capsys, "train", cfg)
-    assert line.startswith("nmt: error: the training set is empty after filtering (train pairs: "
-                           "2 read, 0 kept, dropped 0 empty, 2 over max_len, 0 over max_ratio)")
+    assert line.startswith(
+        "nmt: error: the training set is empty after filtering (train pairs: "
+        "2 read, 0 kept, dropped 0 empty, 2 over max_len, 0 over max_ratio)"
+    )
     assert "'data.max_len'" in line
 
 
 def test_training_set_of_blank_lines_is_an_error(tmp_path, capsys):
     cfg = local_corpus(tmp_path, [b"", b"  "], [b"", b""])
-    assert fails(capsys, "train", cfg) == ("nmt: error: cannot train a subword model: the "
-                                           "training split has no non-empty lines")
+    assert fails(capsys, "train", cfg) == (
+        "nmt: error: cannot train a subword model: the training split has no non-empty lines"
+    )
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -236,22 +310,45 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 def test_jsonl_language_keys_missing_names_file_and_line(tmp_path, capsys):
     d = tmp_path / "corpus"
     d.mkdir()
-    write_jsonl(d / "train.jsonl", [{"translation": {"de": "ein hund", "en": "a dog"}},
-                                    {"translation": {"de": "eine katze", "fr": "un chat"}}])
-    cfg = write_config(tmp_path, data={"source": "local", "path": str(d), "format": "jsonl",
-                                       "src_lang": "de", "tgt_lang": "en",
-                                       "splits": {"train": "train"}})
-    assert fails(capsys, "train", cfg) == (f"nmt: error: {d / 'train.jsonl'}, line 2: expected "
-                                           f"language keys 'de' and 'en' in 'translation', found "
-                                           f"['de', 'fr']")
+    write_jsonl(
+        d / "train.jsonl",
+        [
+            {"translation": {"de": "ein hund", "en": "a dog"}},
+            {"translation": {"de": "eine katze", "fr": "un chat"}},
+        ],
+    )
+    cfg = write_config(
+        tmp_path,
+        data={
+            "source": "local",
+            "path": str(d),
+            "format": "jsonl",
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "splits": {"train": "train"},
+        },
+    )
+    assert fails(capsys, "train", cfg) == (
+        f"nmt: error: {d / 'train.jsonl'}, line 2: expected "
+        f"language keys 'de' and 'en' in 'translation', found "
+        f"['de', 'fr']"
+    )
 
 
 def test_hub_split_that_does_not_exist_is_named(tmp_path, capsys):
     hub = tmp_path / "hubdata"  # datasets treats a local directory like a hub repository
     hub.mkdir()
     write_jsonl(hub / "train.jsonl", [{"translation": {"de": "ein hund", "en": "a dog"}}] * 3)
-    cfg = write_config(tmp_path, data={"source": "hub", "hub_name": str(hub), "src_lang": "de",
-                                       "tgt_lang": "en", "splits": {"train": "training"}})
+    cfg = write_config(
+        tmp_path,
+        data={
+            "source": "hub",
+            "hub_name": str(hub),
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "splits": {"train": "training"},
+        },
+    )
     line = fails(capsys, "train", cfg)
     assert line.startswith(f"nmt: error: split 'training' not found in hub dataset {hub}: "), line
 
@@ -272,6 +369,7 @@ def test_fixing_the_data_then_rerunning_the_same_command_trains(tmp_path, capsys
 
 # ----------------------------------------------------------------------------------------------
 # Checkpoints: one shared tiny run, copied and damaged per test
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -301,19 +399,24 @@ def with_changes(ckpt: dict, **changes: Any) -> dict:
 
 def test_missing_checkpoint(tmp_path, capsys):
     for command in ("translate", "evaluate"):
-        assert fails(capsys, command, tmp_path / "best.pt") == \
-            f"nmt: error: no such checkpoint or run directory: {tmp_path / 'best.pt'}"
+        assert (
+            fails(capsys, command, tmp_path / "best.pt")
+            == f"nmt: error: no such checkpoint or run directory: {tmp_path / 'best.pt'}"
+        )
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
 def test_truncated_or_corrupt_checkpoint(run, tmp_path, capsys, damage):
     data = (run / "best.pt").read_bytes()
     bad = tmp_path / "best.pt"
-    bad.write_bytes({"truncated": data[:len(data) // 2], "garbage": b"\x00nmt" * 100,
-                     "empty": b""}[damage])
+    bad.write_bytes(
+        {"truncated": data[: len(data) // 2], "garbage": b"\x00nmt" * 100, "empty": b""}[damage]
+    )
     out = tmp_path / "out.txt"
-    assert fails(capsys, "translate", bad, "-i", FIXTURES / "transformer_format1.src",
-                 "-o", out) == f"nmt: error: checkpoint {bad} is corrupt or truncated"
+    assert (
+        fails(capsys, "translate", bad, "-i", FIXTURES / "transformer_format1.src", "-o", out)
+        == f"nmt: error: checkpoint {bad} is corrupt or truncated"
+    )
     assert not out.exists()
 
 
@@ -328,10 +431,13 @@ def test_state_dict_that_does_not_fit_its_architecture(ckpt, tmp_path, capsys):
     config["model"]["d_model"] = 32  # the stored tensors are 16 wide
     path = save_raw(tmp_path / "arch.pt", with_changes(ckpt, config=config))
     line = fails(capsys, "translate", path)
-    assert re.fullmatch(rf"nmt: error: checkpoint {re.escape(str(path))} does not fit its "
-                        r"'transformer' model: size mismatch for \S+: copying a param with shape "
-                        r"torch.Size\(\[\d+, 16\]\) from checkpoint, the shape in current model "
-                        r"is torch.Size\(\[\d+, 32\]\)\.", line), line
+    assert re.fullmatch(
+        rf"nmt: error: checkpoint {re.escape(str(path))} does not fit its "
+        r"'transformer' model: size mismatch for \S+: copying a param with shape "
+        r"torch.Size\(\[\d+, 16\]\) from checkpoint, the shape in current model "
+        r"is torch.Size\(\[\d+, 32\]\)\.",
+        line,
+    ), line
 
 
 def test_state_dict_that_does_not_fit_its_vocabulary(ckpt, tmp_path, capsys):
@@ -343,28 +449,34 @@ def test_state_dict_that_does_not_fit_its_vocabulary(ckpt, tmp_path, capsys):
     other = Tokenizer.build(VocabConfig(type="word", size=300), words, words, False, 1)
     path = save_raw(tmp_path / "vocab.pt", with_changes(ckpt, tokenizer=tokenizer_payload(other)))
     line = fails(capsys, "translate", path)
-    assert line.startswith(f"nmt: error: checkpoint {path} does not fit its 'transformer' model: "
-                           f"size mismatch for ")
+    assert line.startswith(
+        f"nmt: error: checkpoint {path} does not fit its 'transformer' model: size mismatch for "
+    )
 
 
 def test_checkpoint_from_a_newer_format_is_refused(ckpt, tmp_path, capsys):
     path = save_raw(tmp_path / "new.pt", with_changes(ckpt, format_version=FORMAT_VERSION + 1))
     assert fails(capsys, "translate", path) == (
         f"nmt: error: checkpoint {path} was written by a newer nmt (format {FORMAT_VERSION + 1}, "
-        f"this version reads up to {FORMAT_VERSION}); upgrade nmt")
+        f"this version reads up to {FORMAT_VERSION}); upgrade nmt"
+    )
 
 
 def test_checkpoint_without_its_subword_model(ckpt, tmp_path, capsys):
     path = save_raw(tmp_path / "notok.pt", with_changes(ckpt, tokenizer=DELETE))
-    assert fails(capsys, "translate", path) == \
-        f"nmt: error: checkpoint {path} carries no subword model"
+    assert (
+        fails(capsys, "translate", path)
+        == f"nmt: error: checkpoint {path} carries no subword model"
+    )
 
 
 def test_checkpoint_with_a_corrupt_subword_model(ckpt, tmp_path, capsys):
     tok = dict(ckpt["tokenizer"], src=b"not a sentencepiece model")
     path = save_raw(tmp_path / "badtok.pt", with_changes(ckpt, tokenizer=tok))
-    assert fails(capsys, "translate", path) == \
-        f"nmt: error: the subword model in {path} is missing or corrupt"
+    assert (
+        fails(capsys, "translate", path)
+        == f"nmt: error: the subword model in {path} is missing or corrupt"
+    )
 
 
 def test_checkpoint_with_a_config_this_version_does_not_know(ckpt, tmp_path, capsys):
@@ -372,7 +484,8 @@ def test_checkpoint_with_a_config_this_version_does_not_know(ckpt, tmp_path, cap
     config["model"]["rope"] = True
     path = save_raw(tmp_path / "future.pt", with_changes(ckpt, config=config))
     assert fails(capsys, "translate", path).startswith(
-        f"nmt: error: unknown key 'model.rope' in the config stored in {path}")
+        f"nmt: error: unknown key 'model.rope' in the config stored in {path}"
+    )
 
 
 @pytest.mark.parametrize("command", ["translate", "evaluate"])
@@ -382,8 +495,10 @@ def test_run_directory_without_a_checkpoint_yet(run, tmp_path, capsys, command):
     for name in ("config.yaml", "spm.model"):
         shutil.copy(run / name, fresh / name)
     (fresh / "checkpoints").mkdir()
-    assert fails(capsys, command, fresh) == \
-        f"nmt: error: run directory {fresh} has no checkpoint yet (train it first)"
+    assert (
+        fails(capsys, command, fresh)
+        == f"nmt: error: run directory {fresh} has no checkpoint yet (train it first)"
+    )
     assert sorted(p.name for p in fresh.iterdir()) == ["checkpoints", "config.yaml", "spm.model"]
 
 
@@ -392,13 +507,16 @@ def test_evaluate_error_writes_no_report(run, tmp_path, capsys):
     src.write_text("le dog\nla cat\n")
     ref.write_text("a\n")
     report = tmp_path / "report"
-    assert fails(capsys, "evaluate", run, "--src", src, "--ref", ref, "--report", report) == \
-        f"nmt: error: line counts differ: {src} has 2 lines, {ref} has 1"
+    assert (
+        fails(capsys, "evaluate", run, "--src", src, "--ref", ref, "--report", report)
+        == f"nmt: error: line counts differ: {src} has 2 lines, {ref} has 1"
+    )
     assert not report.exists()
 
 
 # ----------------------------------------------------------------------------------------------
 # Translate: one output line per input line, always
+
 
 def translate(capsys, run: Path, tmp: Path, lines: list[str], *extra: Any) -> tuple[list[str], str]:
     src, out = tmp / "in.txt", tmp / "out.txt"
@@ -436,8 +554,10 @@ def test_overlong_line_is_truncated_with_a_warning_never_dropped(run, tmp_path, 
     assert len(out) == 3
     cfg, model, tok, _ = load_model(run)
     limit = cfg.decode.max_input_tokens
-    assert f"{tmp_path / 'in.txt'} line 2: 5000 subword tokens, truncated to {limit} " \
-           f"(decode.max_input_tokens)" in err
+    assert (
+        f"{tmp_path / 'in.txt'} line 2: 5000 subword tokens, truncated to {limit} "
+        f"(decode.max_input_tokens)" in err
+    )
     assert err.count("truncated") == 1
     # the model saw the first `limit` tokens and EOS, and translated them
     (seen,) = translate_texts(model, tok, [long], cfg.decode, beam=1)
@@ -446,8 +566,14 @@ def test_overlong_line_is_truncated_with_a_warning_never_dropped(run, tmp_path, 
 
 
 def test_mixed_scripts_and_emoji_translate_without_crashing(run, tmp_path, capsys):
-    lines = ["Привет мир", "你好，世界", "مرحبا بالعالم", "👋🏽 🇫🇷 e\u0301", "le " + "🙂" * 50,
-             "\u200b\u200d\ufeff"]
+    lines = [
+        "Привет мир",
+        "你好，世界",
+        "مرحبا بالعالم",
+        "👋🏽 🇫🇷 e\u0301",
+        "le " + "🙂" * 50,
+        "\u200b\u200d\ufeff",
+    ]
     out, _ = translate(capsys, run, tmp_path, lines)
     assert len(out) == len(lines)
 
@@ -455,26 +581,33 @@ def test_mixed_scripts_and_emoji_translate_without_crashing(run, tmp_path, capsy
 def test_non_utf8_input_file_names_the_line(run, tmp_path, capsys):
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_bytes(b"le dog\nla \xff cat\n")
-    assert fails(capsys, "translate", run, "-i", src, "-o", out) == \
-        f"nmt: error: {src}, line 2: not valid UTF-8 (byte 0xff at column 4)"
+    assert (
+        fails(capsys, "translate", run, "-i", src, "-o", out)
+        == f"nmt: error: {src}, line 2: not valid UTF-8 (byte 0xff at column 4)"
+    )
     assert not out.exists()
 
 
 def test_non_utf8_stdin_names_the_line(run, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\nok\n\xc3\x28\n")))
-    assert fails(capsys, "translate", run) == \
-        "nmt: error: stdin, line 3: not valid UTF-8 (byte 0xc3 at column 1)"
+    assert (
+        fails(capsys, "translate", run)
+        == "nmt: error: stdin, line 3: not valid UTF-8 (byte 0xc3 at column 1)"
+    )
 
 
 def test_nbest_larger_than_the_beam(run, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("le\n")
-    assert fails(capsys, "translate", run, "-i", src, "--beam", "2", "--nbest", "3") == \
-        "nmt: error: --nbest 3 needs a beam of at least 3 (beam is 2)"
+    assert (
+        fails(capsys, "translate", run, "-i", src, "--beam", "2", "--nbest", "3")
+        == "nmt: error: --nbest 3 needs a beam of at least 3 (beam is 2)"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # Compatibility: a checkpoint written by an earlier build of this format still works
+
 
 def test_committed_checkpoint_still_loads_and_translates(tmp_path, capsys):
     fixture = FIXTURES / f"transformer_format{FORMAT_VERSION}.pt"
@@ -490,6 +623,7 @@ def test_committed_checkpoint_still_loads_and_translates(tmp_path, capsys):
 # ----------------------------------------------------------------------------------------------
 # Safety: checkpoints and configs never run code
 
+
 class Payload:
     """Unpickling this calls os.makedirs(marker): what a malicious checkpoint would do."""
 
@@ -498,6 +632,7 @@ class Payload:
 
     def __reduce__(self):
         import os
+
         return os.makedirs, (self.marker,)
 
 
@@ -507,15 +642,18 @@ def test_checkpoint_carrying_a_pickled_object_is_refused_and_runs_nothing(ckpt, 
     for command in ("translate", "evaluate"):
         assert fails(capsys, command, path) == (
             f"nmt: error: refusing to load {path}: it contains pickled Python objects that "
-            f"could run code (only tensors and plain data are allowed)")
+            f"could run code (only tensors and plain data are allowed)"
+        )
     assert not marker.exists()
     # the payload is live: an unsafe load would have run it
     torch.load(path, weights_only=False)
     assert marker.is_dir()
 
 
-@pytest.mark.parametrize("tag", ["!!python/object/apply:os.system ['touch {m}']",
-                                 "!!python/object/apply:os.makedirs ['{m}']"])
+@pytest.mark.parametrize(
+    "tag",
+    ["!!python/object/apply:os.system ['touch {m}']", "!!python/object/apply:os.makedirs ['{m}']"],
+)
 def test_config_with_a_python_tag_is_refused_and_runs_nothing(tmp_path, capsys, tag):
     marker = tmp_path / "pwned"
     path = tmp_path / "evil.yaml"
@@ -523,8 +661,9 @@ def test_config_with_a_python_tag_is_refused_and_runs_nothing(tmp_path, capsys, 
     line = fails(capsys, "train", path)
     assert line.startswith(f"nmt: error: YAML tag not allowed in {path} at line 2")
     assert "could not determine a constructor for the tag" in line
-    line = fails(capsys, "train", write_config(tmp_path), "--set",
-                 f"model.arch={tag.format(m=marker)}")
+    line = fails(
+        capsys, "train", write_config(tmp_path), "--set", f"model.arch={tag.format(m=marker)}"
+    )
     assert line == f"nmt: error: --set model.arch: cannot parse value {tag.format(m=marker)!r}"
     assert not marker.exists()
 
@@ -543,12 +682,17 @@ RISKY = {
 
 def test_package_source_has_no_code_execution_on_inputs():
     sources = {p: p.read_text(encoding="utf-8") for p in sorted((REPO / "nmt").rglob("*.py"))}
-    found = [f"{p.relative_to(REPO)}:{n}: {name}" for p, text in sources.items()
-             for n, line in enumerate(text.splitlines(), 1)
-             for name, rx in RISKY.items() if rx.search(line)]
+    found = [
+        f"{p.relative_to(REPO)}:{n}: {name}"
+        for p, text in sources.items()
+        for n, line in enumerate(text.splitlines(), 1)
+        for name, rx in RISKY.items()
+        if rx.search(line)
+    ]
     assert found == []
     # and the loaders in use are the safe ones
-    torch_loads = [args for text in sources.values()
-                   for args in re.findall(r"torch\.load\(([^)]*)\)", text)]
+    torch_loads = [
+        args for text in sources.values() for args in re.findall(r"torch\.load\(([^)]*)\)", text)
+    ]
     assert torch_loads and all("weights_only=True" in a for a in torch_loads)
     assert any("yaml.safe_load(" in text for text in sources.values())

@@ -2,6 +2,7 @@
 against a real `nmt serve` process. Type a sentence, click Translate: the text shown equals
 `nmt translate`'s and the heatmap has one row per target piece. Skips without playwright or
 /usr/bin/chromium (CI installs both: see .ci/run)."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,16 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ROOT = Path(__file__).resolve().parents[1]
 
 if not CHROMIUM.is_file():
@@ -46,9 +55,14 @@ def server(tiny_transformer_run: Path):
     """`nmt serve RUN --port P` as a user starts it; its base URL once /v1/health answers."""
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", str(tiny_transformer_run),
-                             "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "serve", str(tiny_transformer_run), "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -75,8 +89,15 @@ def browser():
 
 
 def nmt_translate(run: Path, text: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "nmt", "translate", str(run)], input=text + "\n",
-                         capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", str(run)],
+        input=text + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
     return out.stdout.rstrip("\n")
 
 
@@ -90,15 +111,17 @@ def translate_on_page(page, url: str, sentence: str) -> None:
 
 
 def test_page_shows_nmt_translates_text_and_a_heatmap_row_per_target_piece(
-        server, browser, tiny_transformer_run):
+    server, browser, tiny_transformer_run
+):
     sentence = (tiny_transformer_run.parent / "corpus" / "test.src").read_text().splitlines()[0]
     page = browser.new_page()
     translate_on_page(page, server, sentence)
     shown = page.inner_text("#translations li .text")
     assert shown == nmt_translate(tiny_transformer_run, sentence)
 
-    (t,) = get_json(f"{server}/v1/translate", {"text": [sentence], "alignment": True}
-                    )["translations"]
+    (t,) = get_json(f"{server}/v1/translate", {"text": [sentence], "alignment": True})[
+        "translations"
+    ]
     rows = page.locator("#heatmap tbody tr")
     assert rows.count() == len(t["tgt_pieces"])
     assert page.locator("#heatmap tbody th").all_inner_texts() == t["tgt_pieces"]
@@ -108,11 +131,14 @@ def test_page_shows_nmt_translates_text_and_a_heatmap_row_per_target_piece(
     assert "←" in page.inner_text("#cell-info")
 
     first_row = page.locator("#heatmap tbody tr:nth-child(1) td").evaluate_all(
-        "cells => cells.map(c => c.dataset.weight)")
-    page.select_option("#head", "0")               # another head: same rows, other weights
-    page.wait_for_function(f"JSON.stringify([...document.querySelectorAll("
-                           f"'#heatmap tbody tr:nth-child(1) td')].map(c => c.dataset.weight))"
-                           f" !== {json.dumps(json.dumps(first_row))}")
+        "cells => cells.map(c => c.dataset.weight)"
+    )
+    page.select_option("#head", "0")  # another head: same rows, other weights
+    page.wait_for_function(
+        f"JSON.stringify([...document.querySelectorAll("
+        f"'#heatmap tbody tr:nth-child(1) td')].map(c => c.dataset.weight))"
+        f" !== {json.dumps(json.dumps(first_row))}"
+    )
     assert rows.count() == len(t["tgt_pieces"])
     page.close()
 

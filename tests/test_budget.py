@@ -1,6 +1,7 @@
 """Step budgets make a study machine-independent: a slower machine trains the same steps (so the
 same model) and is told up front how long they will take; a time cap that cuts a step budget short
 is reported, never silent."""
+
 from __future__ import annotations
 
 import json
@@ -18,17 +19,29 @@ from nmt.config import load_config
 from nmt.train import Trainer, duration
 
 MODEL = {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64}
-DATA = {"source": "synthetic", "batch_tokens": 400,
-        "synthetic": {"train": 200, "valid": 10, "test": 20, "lexicon": 30, "max_words": 12,
-                      "seed": 5}}
-TRAIN = {"lr": 0.003, "log_every": 2, "valid_every": 100000, "progress": False, "seed": 7,
-         "threads": 1}
+DATA = {
+    "source": "synthetic",
+    "batch_tokens": 400,
+    "synthetic": {"train": 200, "valid": 10, "test": 20, "lexicon": 30, "max_words": 12, "seed": 5},
+}
+TRAIN = {
+    "lr": 0.003,
+    "log_every": 2,
+    "valid_every": 100000,
+    "progress": False,
+    "seed": 7,
+    "threads": 1,
+}
 
 
 def write_config(path: Path, **train) -> Path:
-    cfg = {"data": DATA, "vocab": {"type": "word", "size": 200}, "model": MODEL,
-           "train": {**TRAIN, "run_dir": str(path.parent / "run"), **train},
-           "decode": {"beam": 1}}
+    cfg = {
+        "data": DATA,
+        "vocab": {"type": "word", "size": 200},
+        "model": MODEL,
+        "train": {**TRAIN, "run_dir": str(path.parent / "run"), **train},
+        "decode": {"beam": 1},
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -63,24 +76,31 @@ def test_step_budget_logs_expected_time_then_progress_with_eta(tmp_path):
 
 
 def test_no_step_budget_means_no_eta_lines(tmp_path):
-    run = pipeline.train(load_config(write_config(tmp_path / "c.yaml", max_steps=0,
-                                                  max_epochs=1))).run
+    run = pipeline.train(
+        load_config(write_config(tmp_path / "c.yaml", max_steps=0, max_epochs=1))
+    ).run
     assert "ETA" not in (run / "train.log").read_text()
 
 
-@pytest.mark.parametrize("seconds, text", [(0.4, "0s"), (45, "45s"), (365, "6m05s"),
-                                           (4320, "1h12m")])
+@pytest.mark.parametrize(
+    "seconds, text", [(0.4, "0s"), (45, "45s"), (365, "6m05s"), (4320, "1h12m")]
+)
 def test_durations_read_as_people_write_them(seconds, text):
     assert duration(seconds) == text
 
 
 def test_study_reports_a_time_cap_that_cut_a_step_budget(tmp_path, capsys):
-    study = {"name": "capped",
-             "base": {"data": DATA, "vocab": {"type": "word", "size": 200},
-                      "train": {**TRAIN, "max_steps": 100000, "max_minutes": 0.002},
-                      "decode": {"beam": 1}},
-             "models": {"rnnsearch": {"model": MODEL}},
-             "evaluate": {"split": "test", "beam": 1}}
+    study = {
+        "name": "capped",
+        "base": {
+            "data": DATA,
+            "vocab": {"type": "word", "size": 200},
+            "train": {**TRAIN, "max_steps": 100000, "max_minutes": 0.002},
+            "decode": {"beam": 1},
+        },
+        "models": {"rnnsearch": {"model": MODEL}},
+        "evaluate": {"split": "test", "beam": 1},
+    }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 0

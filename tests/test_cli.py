@@ -4,6 +4,7 @@ Tiny models are trained once per module on a small synthetic corpus written as l
 an extra split named in the config) and shared by every test; each test runs `nmt` as a user
 would, in-process through `main` or, where stdin/stdout matter, as a subprocess.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,15 @@ MODELS = {
     "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},
     "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
 }
-TRAIN = {"lr": 0.003, "log_every": 5, "valid_every": 100000, "valid_max_sentences": 0,
-         "progress": False, "seed": 7, "threads": 1}
+TRAIN = {
+    "lr": 0.003,
+    "log_every": 5,
+    "valid_every": 100000,
+    "valid_max_sentences": 0,
+    "progress": False,
+    "seed": 7,
+    "threads": 1,
+}
 DECODE = {"beam": 2, "max_len_a": 1.2, "max_len_b": 5}
 
 
@@ -53,18 +61,28 @@ def scores_of(report: Path) -> dict:
 def run_nmt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """`python -m nmt ARGS` as a user runs it; one thread, as in-process training used."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "nmt", *args], cwd=ROOT, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 # ---------------------------------------------------------------------------------- fixtures
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     """Synthetic train/valid/test files plus an 'extra' split (the first 7 test pairs)."""
     out = tmp_path_factory.mktemp("corpus")
-    write_corpus(out, replace(SyntheticConfig(), train=400, valid=30, test=30, lexicon=30,
-                              max_words=14, seed=3))
+    write_corpus(
+        out,
+        replace(SyntheticConfig(), train=400, valid=30, test=30, lexicon=30, max_words=14, seed=3),
+    )
     for side in ("src", "tgt"):
         first = lines(out / f"test.{side}")[:7]
         (out / f"extra.{side}").write_text("".join(l + "\n" for l in first))
@@ -77,13 +95,18 @@ def runs(tmp_path_factory, corpus) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     out = {}
     for arch, model in MODELS.items():
-        cfg = {"data": {"source": "local", "path": str(corpus), "batch_tokens": 400,
-                        "splits": {"train": "train", "valid": "valid", "test": "test",
-                                   "extra": "extra"}},
-               "vocab": {"type": "word", "size": 200},
-               "model": model,
-               "train": {"run_dir": str(root / arch), "max_steps": 30, **TRAIN},
-               "decode": DECODE}
+        cfg = {
+            "data": {
+                "source": "local",
+                "path": str(corpus),
+                "batch_tokens": 400,
+                "splits": {"train": "train", "valid": "valid", "test": "test", "extra": "extra"},
+            },
+            "vocab": {"type": "word", "size": 200},
+            "model": model,
+            "train": {"run_dir": str(root / arch), "max_steps": 30, **TRAIN},
+            "decode": DECODE,
+        }
         path = root / f"{arch}.yaml"
         path.write_text(yaml.safe_dump(cfg))
         out[arch] = pipeline.train(load_config(path)).run
@@ -97,22 +120,51 @@ def reports(runs, tmp_path_factory) -> dict[str, Path]:
     out = {}
     for arch in ("rnnsearch", "transformer"):
         out[arch] = root / arch
-        assert main(["evaluate", str(runs[arch]), "--split", "test", "--beam", "2",
-                     "--report", str(out[arch])]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    str(runs[arch]),
+                    "--split",
+                    "test",
+                    "--beam",
+                    "2",
+                    "--report",
+                    str(out[arch]),
+                ]
+            )
+            == 0
+        )
     return out
 
 
 # ---------------------------------------------------------------------------------- evaluate
 
+
 def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path, capsys):
     report = tmp_path / "report"
-    assert main(["evaluate", str(runs["rnnsearch"]), "--split", "test", "--beam", "2",
-                 "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs["rnnsearch"]),
+                "--split",
+                "test",
+                "--beam",
+                "2",
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     scores = scores_of(report)
     lo, hi = scores["bleu_ci"]
     assert lo <= scores["bleu"] <= hi
-    assert f"BLEU = {scores['bleu']:.2f} [{lo:.2f}, {hi:.2f}] (signature {scores['signature']})" in out
+    assert (
+        f"BLEU = {scores['bleu']:.2f} [{lo:.2f}, {hi:.2f}] (signature {scores['signature']})" in out
+    )
     assert "nrefs:1" in scores["signature"] and "tok:13a" in scores["signature"]
     assert f"chrF = {scores['chrf']:.2f} [" in out
     assert f"checkpoint: {runs['rnnsearch'] / 'best.pt'} (step 30)" in out
@@ -126,8 +178,9 @@ def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
     assert [(b["lo"], b["hi"]) for b in scores["buckets"]] == DEFAULT_RANGES
-    assert all(set(b) == {"lo", "hi", "n", "bleu", "chrf", "bleu_ci", "chrf_ci"}
-               for b in scores["buckets"])
+    assert all(
+        set(b) == {"lo", "hi", "n", "bleu", "chrf", "bleu_ci", "chrf_ci"} for b in scores["buckets"]
+    )
     assert scores["test_set"]["split"] == "test" and scores["test_set"]["n"] == 30
     assert sum(b["n"] for b in scores["buckets"]) == 30
     assert is_png(report / "bleu_by_length.png")
@@ -146,11 +199,38 @@ def test_evaluate_checkpoint_file_alone_matches_run_dir(runs, reports, tmp_path,
 
 
 def test_evaluate_any_named_split_and_src_ref_files(runs, corpus, tmp_path):
-    assert main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "1",
-                 "--report", str(tmp_path / "split")]) == 0
-    assert main(["evaluate", str(runs["transformer"]), "--src", str(corpus / "extra.src"),
-                 "--ref", str(corpus / "extra.tgt"), "--beam", "1",
-                 "--report", str(tmp_path / "files")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs["transformer"]),
+                "--split",
+                "extra",
+                "--beam",
+                "1",
+                "--report",
+                str(tmp_path / "split"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs["transformer"]),
+                "--src",
+                str(corpus / "extra.src"),
+                "--ref",
+                str(corpus / "extra.tgt"),
+                "--beam",
+                "1",
+                "--report",
+                str(tmp_path / "files"),
+            ]
+        )
+        == 0
+    )
     by_split, by_files = scores_of(tmp_path / "split"), scores_of(tmp_path / "files")
     assert by_split["n"] == by_files["n"] == 7
     assert lines(tmp_path / "split" / "hyps.txt") == lines(tmp_path / "files" / "hyps.txt")
@@ -168,8 +248,23 @@ def test_evaluate_unknown_split_is_a_one_line_error(runs, capsys):
 
 def test_evaluate_buckets_option_changes_the_buckets(runs, tmp_path):
     report = tmp_path / "r"
-    assert main(["evaluate", str(runs["transformer"]), "--split", "test", "--beam", "1",
-                 "--buckets", "5,10", "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs["transformer"]),
+                "--split",
+                "test",
+                "--beam",
+                "1",
+                "--buckets",
+                "5,10",
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     buckets = scores_of(report)["buckets"]
     assert [(b["lo"], b["hi"]) for b in buckets] == [(1, 5), (6, 10), (11, None)]
     assert sum(b["n"] for b in buckets) == 30
@@ -183,8 +278,21 @@ def test_training_valid_bleu_equals_greedy_evaluate(runs, tmp_path, arch):
     valid = [r for r in rows if r["split"] == "valid" and r["step"] == step]
     assert valid, "no validation row for the best checkpoint's step"
     report = tmp_path / "valid"
-    assert main(["evaluate", str(run / "best.pt"), "--split", "valid", "--beam", "1",
-                 "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(run / "best.pt"),
+                "--split",
+                "valid",
+                "--beam",
+                "1",
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     scores = scores_of(report)
     assert scores["n"] == 30
     assert scores["bleu"] == valid[-1]["bleu"]
@@ -193,15 +301,35 @@ def test_training_valid_bleu_equals_greedy_evaluate(runs, tmp_path, arch):
 
 # ---------------------------------------------------------------------------------- attention
 
-@pytest.mark.parametrize("arch,extra", [
-    ("rnnsearch", []),
-    ("transformer", []),
-    ("transformer", ["--attention-layer", "0", "--attention-head", "1"]),
-])
+
+@pytest.mark.parametrize(
+    "arch,extra",
+    [
+        ("rnnsearch", []),
+        ("transformer", []),
+        ("transformer", ["--attention-layer", "0", "--attention-head", "1"]),
+    ],
+)
 def test_attention_plots_are_pngs(runs, tmp_path, arch, extra):
     report = tmp_path / "r"
-    assert main(["evaluate", str(runs[arch]), "--split", "extra", "--beam", "2",
-                 "--attention-plots", "2", "--report", str(report), *extra]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs[arch]),
+                "--split",
+                "extra",
+                "--beam",
+                "2",
+                "--attention-plots",
+                "2",
+                "--report",
+                str(report),
+                *extra,
+            ]
+        )
+        == 0
+    )
     plots = sorted(report.glob("attention_*.png"))
     assert len(plots) == 2
     assert all(is_png(p) for p in plots)
@@ -209,28 +337,74 @@ def test_attention_plots_are_pngs(runs, tmp_path, arch, extra):
 
 def test_transformer_attention_layer_and_head_select_different_maps(runs, tmp_path):
     """Head 1 of layer 0 is not the default (mean of heads, last layer): the plots differ."""
-    for name, extra in (("default", []), ("l0h1", ["--attention-layer", "0",
-                                                   "--attention-head", "1"])):
-        assert main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "1",
-                     "--attention-plots", "1", "--report", str(tmp_path / name), *extra]) == 0
-    assert ((tmp_path / "default" / "attention_1.png").read_bytes()
-            != (tmp_path / "l0h1" / "attention_1.png").read_bytes())
+    for name, extra in (
+        ("default", []),
+        ("l0h1", ["--attention-layer", "0", "--attention-head", "1"]),
+    ):
+        assert (
+            main(
+                [
+                    "evaluate",
+                    str(runs["transformer"]),
+                    "--split",
+                    "extra",
+                    "--beam",
+                    "1",
+                    "--attention-plots",
+                    "1",
+                    "--report",
+                    str(tmp_path / name),
+                    *extra,
+                ]
+            )
+            == 0
+        )
+    assert (tmp_path / "default" / "attention_1.png").read_bytes() != (
+        tmp_path / "l0h1" / "attention_1.png"
+    ).read_bytes()
 
 
 def test_seq2seq_attention_plots_warn_and_write_none(runs, tmp_path, capsys):
     report = tmp_path / "r"
-    assert main(["evaluate", str(runs["seq2seq"]), "--split", "extra", "--beam", "1",
-                 "--attention-plots", "2", "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs["seq2seq"]),
+                "--split",
+                "extra",
+                "--beam",
+                "1",
+                "--attention-plots",
+                "2",
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     assert "no attention" in capsys.readouterr().err
     assert (report / "scores.json").is_file()
     assert not list(report.glob("attention_*"))
 
 
 @pytest.mark.parametrize("option", [["--attention-layer", "7"], ["--attention-head", "5"]])
-def test_attention_layer_or_head_out_of_range_is_a_one_line_error(runs, tmp_path, capsys,
-                                                                   option):
-    rc = main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "1",
-               "--attention-plots", "1", "--report", str(tmp_path / "r"), *option])
+def test_attention_layer_or_head_out_of_range_is_a_one_line_error(runs, tmp_path, capsys, option):
+    rc = main(
+        [
+            "evaluate",
+            str(runs["transformer"]),
+            "--split",
+            "extra",
+            "--beam",
+            "1",
+            "--attention-plots",
+            "1",
+            "--report",
+            str(tmp_path / "r"),
+            *option,
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2
     assert err[-1].startswith("nmt: error:") and option[0] in err[-1]
@@ -238,10 +412,13 @@ def test_attention_layer_or_head_out_of_range_is_a_one_line_error(runs, tmp_path
 
 # ---------------------------------------------------------------------------------- compare
 
+
 def test_compare_writes_plot_and_table_with_both_models(reports, tmp_path, capsys):
     out = tmp_path / "cmp"
-    assert main(["compare", str(reports["rnnsearch"]), str(reports["transformer"]),
-                 "--out", str(out)]) == 0
+    assert (
+        main(["compare", str(reports["rnnsearch"]), str(reports["transformer"]), "--out", str(out)])
+        == 0
+    )
     assert is_png(out / "compare.png")
     table = (out / "compare.md").read_text()
     header = table.splitlines()[2]  # under "## BLEU by source length"
@@ -254,8 +431,23 @@ def test_compare_writes_plot_and_table_with_both_models(reports, tmp_path, capsy
 
 def test_evaluate_compare_writes_comparison_beside_new_report(runs, reports, tmp_path):
     report = tmp_path / "seq2seq"
-    assert main(["evaluate", str(runs["seq2seq"]), "--split", "test", "--beam", "2",
-                 "--report", str(report), "--compare", str(reports["transformer"])]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs["seq2seq"]),
+                "--split",
+                "test",
+                "--beam",
+                "2",
+                "--report",
+                str(report),
+                "--compare",
+                str(reports["transformer"]),
+            ]
+        )
+        == 0
+    )
     assert is_png(report / "compare" / "compare.png")
     header = (report / "compare" / "compare.md").read_text().splitlines()[2]
     assert "seq2seq" in header and "transformer" in header
@@ -263,20 +455,26 @@ def test_evaluate_compare_writes_comparison_beside_new_report(runs, reports, tmp
 
 # ---------------------------------------------------------------------------------- translate
 
-def test_translate_stdin_to_stdout_matches_evaluate_and_keeps_blank_lines(runs, corpus,
-                                                                          reports):
+
+def test_translate_stdin_to_stdout_matches_evaluate_and_keeps_blank_lines(runs, corpus, reports):
     srcs = lines(corpus / "test.src")
     # blank lines at the start, between sentences and at the end
     given = ["", *srcs[:10], "", "   ", *srcs[10:], ""]
-    proc = run_nmt("translate", str(runs["transformer"] / "best.pt"), "--beam", "2",
-                   stdin="".join(l + "\n" for l in given))
+    proc = run_nmt(
+        "translate",
+        str(runs["transformer"] / "best.pt"),
+        "--beam",
+        "2",
+        stdin="".join(l + "\n" for l in given),
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.split("\n")
     assert out[-1] == "" and len(out[:-1]) == len(given)
     out = out[:-1]
     assert [o for o, g in zip(out, given) if not g.strip()] == ["", "", "", ""]
-    assert [o for o, g in zip(out, given) if g.strip()] == lines(reports["transformer"]
-                                                                 / "hyps.txt")
+    assert [o for o, g in zip(out, given) if g.strip()] == lines(
+        reports["transformer"] / "hyps.txt"
+    )
     assert not any("\u2581" in o for o in out)  # detokenised: no sentencepiece markers
     assert any(o.strip() for o in out)
 
@@ -285,8 +483,10 @@ def test_translate_input_and_output_files_match_evaluate(runs, corpus, reports, 
     src = tmp_path / "in.txt"
     src.write_text("".join(l + "\n" for l in lines(corpus / "test.src")))
     dst = tmp_path / "out.txt"
-    assert main(["translate", str(runs["transformer"]), "-i", str(src), "-o", str(dst),
-                 "--beam", "2"]) == 0
+    assert (
+        main(["translate", str(runs["transformer"]), "-i", str(src), "-o", str(dst), "--beam", "2"])
+        == 0
+    )
     assert lines(dst) == lines(reports["transformer"] / "hyps.txt")
 
 
@@ -294,24 +494,54 @@ def test_translate_nbest_lines_and_sorted_scores(runs, corpus, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("".join(l + "\n" for l in lines(corpus / "extra.src")[:4]))
     dst = tmp_path / "out.txt"
-    assert main(["translate", str(runs["rnnsearch"]), "-i", str(src), "-o", str(dst),
-                 "--nbest", "3", "--beam", "3"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                str(runs["rnnsearch"]),
+                "-i",
+                str(src),
+                "-o",
+                str(dst),
+                "--nbest",
+                "3",
+                "--beam",
+                "3",
+            ]
+        )
+        == 0
+    )
     rows = [l.split(" ||| ") for l in lines(dst)]
     assert len(rows) == 12 and all(len(r) == 3 for r in rows)
     assert [int(r[0]) for r in rows] == [i for i in range(4) for _ in range(3)]
     for i in range(4):
-        scores = [float(r[2]) for r in rows[3 * i:3 * i + 3]]
+        scores = [float(r[2]) for r in rows[3 * i : 3 * i + 3]]
         assert scores == sorted(scores, reverse=True)
-        assert not any("\u2581" in r[1] for r in rows[3 * i:3 * i + 3])
+        assert not any("\u2581" in r[1] for r in rows[3 * i : 3 * i + 3])
     # the best of the n-best list is what plain translation with the same beam gives
-    assert main(["translate", str(runs["rnnsearch"]), "-i", str(src), "-o", str(dst),
-                 "--beam", "3"]) == 0
+    assert (
+        main(["translate", str(runs["rnnsearch"]), "-i", str(src), "-o", str(dst), "--beam", "3"])
+        == 0
+    )
     assert lines(dst) == [r[1] for r in rows[::3]]
 
 
 def test_translate_nbest_above_beam_is_an_error(runs, corpus, capsys):
-    assert main(["translate", str(runs["rnnsearch"]), "-i", str(corpus / "extra.src"),
-                 "--nbest", "3", "--beam", "2"]) == 2
+    assert (
+        main(
+            [
+                "translate",
+                str(runs["rnnsearch"]),
+                "-i",
+                str(corpus / "extra.src"),
+                "--nbest",
+                "3",
+                "--beam",
+                "2",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("nmt: error:") and "--nbest 3" in err and "\n" not in err
 
@@ -320,12 +550,28 @@ def test_translate_nbest_gives_k_lines_for_a_blank_input_too(runs, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("vita le mutol\n\nle dapi luki vita\n")
     dst = tmp_path / "out.txt"
-    assert main(["translate", str(runs["rnnsearch"]), "-i", str(src), "-o", str(dst),
-                 "--nbest", "3", "--beam", "3"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                str(runs["rnnsearch"]),
+                "-i",
+                str(src),
+                "-o",
+                str(dst),
+                "--nbest",
+                "3",
+                "--beam",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert [int(l.split(" ||| ")[0]) for l in lines(dst)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
 
 
 # ---------------------------------------------------------------------------------- data synth
+
 
 def test_data_synth_writes_aligned_splits_deterministically(tmp_path, capsys):
     args = ["--train", "50", "--valid", "10", "--test", "20", "--seed", "1"]
@@ -344,17 +590,31 @@ def test_data_synth_writes_aligned_splits_deterministically(tmp_path, capsys):
 
 # ---------------------------------------------------------------------------------- study
 
+
 def write_study(path: Path, rnnsearch: dict | None = None, **extra) -> Path:
     study = {
         "name": "tiny",
-        "base": {"data": {"source": "synthetic", "batch_tokens": 400,
-                          "synthetic": {"train": 200, "valid": 10, "test": 20, "lexicon": 30,
-                                        "max_words": 12, "seed": 5}},
-                 "vocab": {"type": "word", "size": 200},
-                 "train": {**TRAIN, "max_steps": 10},
-                 "decode": DECODE},
-        "models": {"seq2seq": {"model": MODELS["seq2seq"]},
-                   "rnnsearch": {"model": rnnsearch or MODELS["rnnsearch"]}},
+        "base": {
+            "data": {
+                "source": "synthetic",
+                "batch_tokens": 400,
+                "synthetic": {
+                    "train": 200,
+                    "valid": 10,
+                    "test": 20,
+                    "lexicon": 30,
+                    "max_words": 12,
+                    "seed": 5,
+                },
+            },
+            "vocab": {"type": "word", "size": 200},
+            "train": {**TRAIN, "max_steps": 10},
+            "decode": DECODE,
+        },
+        "models": {
+            "seq2seq": {"model": MODELS["seq2seq"]},
+            "rnnsearch": {"model": rnnsearch or MODELS["rnnsearch"]},
+        },
         "evaluate": {"split": "test", "beam": 1},
         **extra,
     }
@@ -379,9 +639,13 @@ def test_study_writes_scores_params_table_plot_and_configs(study):
         assert {"bleu", "chrf", "signature", "n", "buckets", "params", "train_seconds"} <= set(r)
         assert r["n"] == 20 and r["train_seconds"] > 0
         assert r["params"] == load_checkpoint(out / name / "best.pt")["params"]
-        assert r == {**scores_of(out / name / "eval_test_beam1"), "params": r["params"],
-                     "steps": 10, "stop_reason": "reached max_steps=10",
-                     "train_seconds": r["train_seconds"]}
+        assert r == {
+            **scores_of(out / name / "eval_test_beam1"),
+            "params": r["params"],
+            "steps": 10,
+            "stop_reason": "reached max_steps=10",
+            "train_seconds": r["train_seconds"],
+        }
         assert load_config(out / "configs" / f"{name}.yaml").model.arch == name
     md = (out / "study.md").read_text()
     assert "source words" in md and "| seq2seq |" in md and "| rnnsearch |" in md
@@ -421,7 +685,9 @@ def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp
     assert trained["hidden_size"] == 96
     assert load_config(out / "configs" / "rnnsearch.yaml").model.hidden_size == 96
     results = json.loads((out / "study.json").read_text())
-    assert results["rnnsearch"]["params"] == load_checkpoint(out / "rnnsearch" / "best.pt")["params"]
+    assert (
+        results["rnnsearch"]["params"] == load_checkpoint(out / "rnnsearch" / "best.pt")["params"]
+    )
 
 
 def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, capsys):
@@ -438,8 +704,9 @@ def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(study_mod.pipeline, "train", ctrl_c)
     assert main(["study", str(path), "--out", str(out)]) == 2
-    assert ("study model 'seq2seq': training was interrupted by SIGINT; rerun the study to "
-            "resume it") in capsys.readouterr().err
+    assert (
+        "study model 'seq2seq': training was interrupted by SIGINT; rerun the study to resume it"
+    ) in capsys.readouterr().err
     assert not (out / "seq2seq" / "trained.json").exists()
     assert not (out / "study.json").exists()
     monkeypatch.setattr(study_mod.pipeline, "train", real_train)
@@ -447,11 +714,14 @@ def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, 
     assert "training seq2seq (resuming)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"evaluate": {"split": "dev", "beam": 1}}, "'evaluate.split' .* is 'dev'"),
-    ({"evaluate": {"split": "test", "beam": "5"}}, "'evaluate.beam' .* must be an integer"),
-    ({"base": ["data", "model"]}, "'base' .* must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"evaluate": {"split": "dev", "beam": 1}}, "'evaluate.split' .* is 'dev'"),
+        ({"evaluate": {"split": "test", "beam": "5"}}, "'evaluate.beam' .* must be an integer"),
+        ({"base": ["data", "model"]}, "'base' .* must be a mapping"),
+    ],
+)
 def test_study_mistakes_fail_before_any_training(tmp_path, capsys, change, message):
     path = write_study(tmp_path / "study.yaml", **change)
     assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 2
@@ -491,14 +761,20 @@ def test_parallel_study_trains_side_by_side_to_the_same_results(study, tmp_path)
 
 def test_parallel_study_stops_at_the_first_failed_model(tmp_path):
     slow = {"model": MODELS["seq2seq"], "train": {"max_steps": 0, "max_minutes": 10}}
-    broken = {"model": MODELS["rnnsearch"],
-              "data": {"source": "local", "path": str(tmp_path / "missing")}}
-    path = write_study(tmp_path / "study.yaml", parallel=2,
-                       models={"slow": slow, "broken": broken})
+    broken = {
+        "model": MODELS["rnnsearch"],
+        "data": {"source": "local", "path": str(tmp_path / "missing")},
+    }
+    path = write_study(tmp_path / "study.yaml", parallel=2, models={"slow": slow, "broken": broken})
     out = tmp_path / "out"
     # without the early stop this would take the slow model's 10 minutes
-    proc = subprocess.run([sys.executable, "-m", "nmt", "study", str(path), "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nmt", "study", str(path), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 2
     assert f"study model 'broken': data directory not found: {tmp_path / 'missing'}" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -513,13 +789,30 @@ def test_study_parallel_must_be_a_positive_integer(tmp_path, capsys):
 
 # ------------------------------------------------------------------ reports and compare (19, 16)
 
+
 def test_file_based_report_has_its_own_directory_and_records_its_inputs(runs, corpus, capsys):
     run = runs["transformer"]
     assert main(["evaluate", str(run), "--split", "extra", "--beam", "1"]) == 0
-    assert main(["evaluate", str(run), "--src", str(corpus / "extra.src"),
-                 "--ref", str(corpus / "extra.tgt"), "--beam", "1"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(run),
+                "--src",
+                str(corpus / "extra.src"),
+                "--ref",
+                str(corpus / "extra.tgt"),
+                "--beam",
+                "1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    by_split, by_files = scores_of(run / "eval_extra_beam1"), scores_of(run / "eval_file_extra_beam1")
+    by_split, by_files = (
+        scores_of(run / "eval_extra_beam1"),
+        scores_of(run / "eval_file_extra_beam1"),
+    )
     assert by_split["split"] == "extra" and by_files["split"] is None
     assert by_files["test_set"]["src_file"] == str((corpus / "extra.src").resolve())
     assert by_files["test_set"]["ref_file"] == str((corpus / "extra.tgt").resolve())
@@ -536,33 +829,92 @@ def test_compare_run_directories_names_models_after_runs(runs, capsys, tmp_path)
         for beam in ("1", "2"):
             assert main(["evaluate", str(runs[arch]), "--split", "test", "--beam", beam]) == 0
     out = tmp_path / "cmp"
-    assert main(["compare", str(runs["rnnsearch"]), str(runs["transformer"]), "--beam", "1",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(runs["rnnsearch"]),
+                str(runs["transformer"]),
+                "--beam",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = (out / "compare.md").read_text()
     header = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
     assert header == ["source words", "n", "rnnsearch", "transformer", "p (transformer)"]
     reports = json.loads((out / "compare.json").read_text())["reports"]
-    assert reports == {"rnnsearch": str(runs["rnnsearch"] / "eval_test_beam1"),
-                       "transformer": str(runs["transformer"] / "eval_test_beam1")}
+    assert reports == {
+        "rnnsearch": str(runs["rnnsearch"] / "eval_test_beam1"),
+        "transformer": str(runs["transformer"] / "eval_test_beam1"),
+    }
     assert is_png(out / "compare.png")
 
 
 def test_compare_refuses_reports_on_different_test_sets(runs, reports, capsys, tmp_path):
-    assert main(["evaluate", str(runs["transformer"]), "--split", "extra", "--beam", "2",
-                 "--report", str(tmp_path / "extra")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs["transformer"]),
+                "--split",
+                "extra",
+                "--beam",
+                "2",
+                "--report",
+                str(tmp_path / "extra"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["compare", str(reports["rnnsearch"]), str(tmp_path / "extra"),
-                 "--out", str(tmp_path / "cmp")]) == 2
+    assert (
+        main(
+            [
+                "compare",
+                str(reports["rnnsearch"]),
+                str(tmp_path / "extra"),
+                "--out",
+                str(tmp_path / "cmp"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert err.startswith("nmt: error: 'extra' (extra, 7 sentences) and 'rnnsearch' (test, 30 "
-                          "sentences) were scored on different test sets") and "\n" not in err
+    assert (
+        err.startswith(
+            "nmt: error: 'extra' (extra, 7 sentences) and 'rnnsearch' (test, 30 "
+            "sentences) were scored on different test sets"
+        )
+        and "\n" not in err
+    )
     assert not (tmp_path / "cmp").exists()
 
 
 def test_evaluate_metrics_ter_adds_ter_with_intervals(runs, tmp_path, capsys):
     report = tmp_path / "r"
-    assert main(["evaluate", str(runs["rnnsearch"]), "--split", "extra", "--beam", "1",
-                 "--metrics", "bleu,chrf,ter", "--bootstrap", "200", "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(runs["rnnsearch"]),
+                "--split",
+                "extra",
+                "--beam",
+                "1",
+                "--metrics",
+                "bleu,chrf,ter",
+                "--bootstrap",
+                "200",
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     scores = scores_of(report)
     hyps, refs = lines(report / "hyps.txt"), lines(report / "refs.txt")
     assert scores["ter"] == pytest.approx(sacrebleu.corpus_ter(hyps, [refs]).score)
@@ -579,6 +931,13 @@ def test_study_report_says_per_bucket_whether_attention_beats_the_fixed_vector(s
     assert "## Which models beat seq2seq significantly (BLEU, paired bootstrap)" in md
     verdicts = [l for l in md.splitlines() if l.startswith("- ") and "words (n=" in l]
     assert [v.split(" words")[0] for v in verdicts] == ["- 1-10", "- 11-20"]
-    assert all(("rnnsearch beats seq2seq significantly" in v or "is beaten by" in v
-                or "no significant difference" in v) and "p = " in v for v in verdicts)
+    assert all(
+        (
+            "rnnsearch beats seq2seq significantly" in v
+            or "is beaten by" in v
+            or "no significant difference" in v
+        )
+        and "p = " in v
+        for v in verdicts
+    )
     assert "p (rnnsearch)" in md

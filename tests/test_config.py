@@ -1,5 +1,6 @@
 """Config files: typed loading with defaults, dotted overrides, one-line errors that name the key,
 the file and what was expected, the shipped configs, and the generated reference docs."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,17 @@ import pytest
 
 from conftest import REPO, make_config
 from nmt import cli
-from nmt.config import (Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig,
-                        check_trainable, docs_markdown, load_config)
+from nmt.config import (
+    Config,
+    DataConfig,
+    DecodeConfig,
+    ModelConfig,
+    TrainConfig,
+    VocabConfig,
+    check_trainable,
+    docs_markdown,
+    load_config,
+)
 from nmt.errors import NmtError
 from nmt.models.rnnsearch import RNNSearchConfig
 
@@ -24,10 +34,12 @@ MINIMAL = "data:\n  source: synthetic\nmodel:\n  arch: rnnsearch\n"
 @pytest.fixture
 def write(tmp_path: Path):
     """Write YAML text to a file and return its path."""
+
     def _write(text: str, name: str = "cfg.yaml") -> Path:
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
         return path
+
     return _write
 
 
@@ -47,6 +59,7 @@ def error_of(path: Path, overrides: list[str] | None = None) -> str:
 # ----------------------------------------------------------------------------------------------
 # Loading and overrides
 
+
 def test_yaml_loads_into_typed_sections_with_defaults_filled(write):
     cfg = load_config(write(MINIMAL + "  hidden_size: 128\ntrain:\n  lr: 0.001\n"))
     assert isinstance(cfg, Config)
@@ -65,8 +78,10 @@ def test_integers_widen_to_float_fields(write):
 
 
 def test_set_overrides_are_parsed_as_yaml_and_typed(write):
-    cfg = load_config(write(MINIMAL), ["train.lr=0.0005", "model.hidden_size=512",
-                                       "vocab.joint=false", "train.run_dir=runs/x"])
+    cfg = load_config(
+        write(MINIMAL),
+        ["train.lr=0.0005", "model.hidden_size=512", "vocab.joint=false", "train.run_dir=runs/x"],
+    )
     assert cfg.train.lr == 0.0005 and isinstance(cfg.train.lr, float)
     assert cfg.model.hidden_size == 512 and isinstance(cfg.model.hidden_size, int)
     assert cfg.vocab.joint is False
@@ -74,8 +89,9 @@ def test_set_overrides_are_parsed_as_yaml_and_typed(write):
 
 
 def test_nested_override_keeps_the_other_keys_of_its_section(write):
-    path = write("data:\n  source: synthetic\n  synthetic: {train: 50, seed: 1}\n"
-                 "model:\n  arch: rnnsearch\n")
+    path = write(
+        "data:\n  source: synthetic\n  synthetic: {train: 50, seed: 1}\nmodel:\n  arch: rnnsearch\n"
+    )
     cfg = load_config(path, ["data.synthetic.seed=7"])
     assert cfg.data.synthetic.seed == 7 and cfg.data.synthetic.train == 50
     # the section may also be absent from the file
@@ -95,10 +111,12 @@ def test_scientific_notation_is_a_float(write):
 # ----------------------------------------------------------------------------------------------
 # Errors: one line naming the key, the place and what was expected
 
+
 def test_unknown_key_in_file_suggests_the_closest_key(write):
     path = write(MINIMAL + "  hiden_size: 512\n")
-    assert error_of(path) == (f"unknown key 'model.hiden_size' in {path}; "
-                              f"did you mean 'model.hidden_size'?")
+    assert error_of(path) == (
+        f"unknown key 'model.hiden_size' in {path}; did you mean 'model.hidden_size'?"
+    )
 
 
 def test_unknown_section_is_reported(write):
@@ -115,14 +133,17 @@ def test_set_without_equals_is_an_error(write):
     assert "KEY=VALUE" in error_of(write(MINIMAL), ["train.lr"])
 
 
-@pytest.mark.parametrize("section, key, value, expected", [
-    ("model", "hidden_size", "big", "expected int"),        # string for int
-    ("model", "layers", "2.5", "expected int"),             # float for int
-    ("vocab", "joint", "1", "expected bool"),               # int for bool
-    ("data", "src_lang", "[de, en]", "expected str"),       # list for str
-    ("train", "precision", "fp8", "expected auto | fp32 | bf16 | fp16"),
-    ("train", "betas", "0.9", "expected list of float"),
-])
+@pytest.mark.parametrize(
+    "section, key, value, expected",
+    [
+        ("model", "hidden_size", "big", "expected int"),  # string for int
+        ("model", "layers", "2.5", "expected int"),  # float for int
+        ("vocab", "joint", "1", "expected bool"),  # int for bool
+        ("data", "src_lang", "[de, en]", "expected str"),  # list for str
+        ("train", "precision", "fp8", "expected auto | fp32 | bf16 | fp16"),
+        ("train", "betas", "0.9", "expected list of float"),
+    ],
+)
 def test_wrong_type_names_key_file_and_expected_type(write, section, key, value, expected):
     path = write(with_key(section, key, value))
     msg = error_of(path)
@@ -142,38 +163,47 @@ def test_section_that_is_not_a_mapping(write):
     assert "'model'" in msg and "expected a mapping" in msg and str(path) in msg
 
 
-@pytest.mark.parametrize("section, key, value, bound", [
-    ("train", "lr", "-0.001", "expected > 0.0"),
-    ("train", "lr", "0", "expected > 0.0"),
-    ("decode", "beam", "0", "expected >= 1"),
-    ("model", "dropout", "1.5", "expected >= 0.0 and < 1.0"),
-    ("vocab", "character_coverage", "0.1", "expected >= 0.5 and <= 1.0"),
-])
+@pytest.mark.parametrize(
+    "section, key, value, bound",
+    [
+        ("train", "lr", "-0.001", "expected > 0.0"),
+        ("train", "lr", "0", "expected > 0.0"),
+        ("decode", "beam", "0", "expected >= 1"),
+        ("model", "dropout", "1.5", "expected >= 0.0 and < 1.0"),
+        ("vocab", "character_coverage", "0.1", "expected >= 0.5 and <= 1.0"),
+    ],
+)
 def test_out_of_range_names_key_and_bound(write, section, key, value, bound):
     path = write(with_key(section, key, value))
     msg = error_of(path)
     assert f"'{section}.{key}'" in msg and bound in msg and str(path) in msg
 
 
-@pytest.mark.parametrize("text, key", [
-    ("data:\n  source: synthetic\nmodel:\n  layers: 2\n", "model.arch"),
-    ("data:\n  path: corpus\nmodel:\n  arch: rnnsearch\n", "data.source"),
-    ("data:\n  source: synthetic\n", "model"),
-    ("data:\n  source: local\nmodel:\n  arch: rnnsearch\n", "data.path"),
-    ("data:\n  source: hub\nmodel:\n  arch: rnnsearch\n", "data.hub_name"),
-    ("", "data"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("data:\n  source: synthetic\nmodel:\n  layers: 2\n", "model.arch"),
+        ("data:\n  path: corpus\nmodel:\n  arch: rnnsearch\n", "data.source"),
+        ("data:\n  source: synthetic\n", "model"),
+        ("data:\n  source: local\nmodel:\n  arch: rnnsearch\n", "data.path"),
+        ("data:\n  source: hub\nmodel:\n  arch: rnnsearch\n", "data.hub_name"),
+        ("", "data"),
+    ],
+)
 def test_missing_required_key(write, text, key):
     path = write(text)
     msg = error_of(path)
     assert msg.startswith(f"missing required key '{key}' in {path}")
 
 
-@pytest.mark.parametrize("text, line, column", [
-    ("data:\n  source: synthetic\nmodel:\n  arch: rnnsearch\n   layers: 2\n", 5, 10),
-    ("data: {source: synthetic\nmodel: {arch: rnnsearch}\n", 2, 6),
-    ("data:\n  source: synthetic\n\tmodel: {arch: rnnsearch}\n", 3, 1),
-])
+@pytest.mark.parametrize(
+    "text, line, column",
+    [
+        ("data:\n  source: synthetic\nmodel:\n  arch: rnnsearch\n   layers: 2\n", 5, 10),
+        ("data: {source: synthetic\nmodel: {arch: rnnsearch}\n", 2, 6),
+        ("data:\n  source: synthetic\n\tmodel: {arch: rnnsearch}\n", 3, 1),
+    ],
+)
 def test_yaml_syntax_error_gives_line_and_column(write, text, line, column):
     path = write(text)
     msg = error_of(path)
@@ -194,18 +224,23 @@ def test_missing_config_file(tmp_path):
 
 def test_tied_embeddings_need_a_joint_vocabulary():
     with pytest.raises(NmtError, match=r"tie_embeddings.*vocab\.joint"):
-        make_config(data={"source": "synthetic"}, model={"arch": "transformer",
-                                                         "tie_embeddings": True},
-                    vocab={"joint": False})
-    cfg = make_config(data={"source": "synthetic"}, model={"arch": "transformer",
-                                                           "tie_embeddings": True})
+        make_config(
+            data={"source": "synthetic"},
+            model={"arch": "transformer", "tie_embeddings": True},
+            vocab={"joint": False},
+        )
+    cfg = make_config(
+        data={"source": "synthetic"}, model={"arch": "transformer", "tie_embeddings": True}
+    )
     assert cfg.model.tie_embeddings and cfg.vocab.joint
 
 
 def test_nbest_cannot_exceed_beam():
     with pytest.raises(NmtError, match=r"'decode\.nbest' \(5\).*'decode\.beam' \(4\)"):
         make_config(data={"source": "synthetic"}, decode={"beam": 4, "nbest": 5})
-    assert make_config(data={"source": "synthetic"}, decode={"beam": 4, "nbest": 4}).decode.nbest == 4
+    assert (
+        make_config(data={"source": "synthetic"}, decode={"beam": 4, "nbest": 4}).decode.nbest == 4
+    )
 
 
 @pytest.mark.parametrize("buckets", [[10, 10, 20], [20, 10], [0, 10]])
@@ -262,8 +297,13 @@ def test_help_prints_usage_and_exits_0(capsys, argv):
 
 
 def test_module_entry_point_runs():
-    proc = subprocess.run([sys.executable, "-m", "nmt", "train", "--help"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nmt", "train", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: nmt train") and "--set" in proc.stdout
 
@@ -271,8 +311,9 @@ def test_module_entry_point_runs():
 # ----------------------------------------------------------------------------------------------
 # Shipped configs and reference docs
 
-SHIPPED = sorted(p for p in (REPO / "configs").rglob("*.yaml")
-                 if (REPO / "configs" / "study") not in p.parents)
+SHIPPED = sorted(
+    p for p in (REPO / "configs").rglob("*.yaml") if (REPO / "configs" / "study") not in p.parents
+)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(REPO)) for p in SHIPPED])
@@ -299,7 +340,8 @@ def test_docs_are_up_to_date():
     docs = REPO / "docs" / "config.md"
     assert docs.is_file() and docs.read_text(encoding="utf-8") == docs_markdown(), (
         "docs/config.md is out of date; regenerate it with "
-        "`python -m nmt.config --docs > docs/config.md`")
+        "`python -m nmt.config --docs > docs/config.md`"
+    )
 
 
 def test_docs_list_every_key_of_every_section():

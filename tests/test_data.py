@@ -1,5 +1,6 @@
 """Data layer: parallel text from every source stays line-aligned and errors name the file and line;
 sentencepiece subwords with fixed special ids; token-budget batches; training-split filtering."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,7 @@ import sentencepiece as spm
 
 from conftest import REPO, make_config, tiny_pairs
 from nmt.config import DataConfig, VocabConfig, load_config
-from nmt.data import corpus
-from nmt.data import synthetic
+from nmt.data import corpus, synthetic
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split
 from nmt.data.prepared import prepared_corpus
@@ -22,8 +22,9 @@ from nmt.errors import NmtError
 
 def local(path: Path, **data) -> DataConfig:
     """The data section of a config reading local files from `path` (German -> English keys)."""
-    return make_config(data={"source": "local", "path": str(path), "src_lang": "de",
-                             "tgt_lang": "en", **data}).data
+    return make_config(
+        data={"source": "local", "path": str(path), "src_lang": "de", "tgt_lang": "en", **data}
+    ).data
 
 
 def write_pair(d: Path, split: str, src: list[str] | bytes, tgt: list[str] | bytes) -> None:
@@ -36,13 +37,15 @@ def write_pair(d: Path, split: str, src: list[str] | bytes, tgt: list[str] | byt
 # ----------------------------------------------------------------------------------------------
 # Local text pairs
 
+
 def test_text_pair_loads_through_datasets_with_line_counts_preserved(tiny_corpus, monkeypatch):
     import datasets
 
     builders = []
     real = datasets.load_dataset
-    monkeypatch.setattr(datasets, "load_dataset",
-                        lambda path, *a, **k: builders.append(path) or real(path, *a, **k))
+    monkeypatch.setattr(
+        datasets, "load_dataset", lambda path, *a, **k: builders.append(path) or real(path, *a, **k)
+    )
     d = tiny_corpus("de", "en", sizes={"train": 120, "valid": 30, "test": 25})
     cfg = local(d)
     for role, n in (("train", 120), ("valid", 30), ("test", 25)):
@@ -106,8 +109,10 @@ def test_unicode_line_separator_does_not_split_a_line(tmp_path):
 
 def test_crlf_files_lose_the_carriage_return(tmp_path):
     write_pair(tmp_path, "train", b"hallo welt\r\n\r\ntschuess\r\n", b"hello world\r\n\r\nbye")
-    assert load_split(local(tmp_path), "train") == (["hallo welt", "", "tschuess"],
-                                                    ["hello world", "", "bye"])
+    assert load_split(local(tmp_path), "train") == (
+        ["hallo welt", "", "tschuess"],
+        ["hello world", "", "bye"],
+    )
 
 
 def test_utf8_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
@@ -118,23 +123,30 @@ def test_utf8_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # TSV and JSONL
 
+
 def test_tsv_with_header_maps_columns_by_language(tmp_path):
     (tmp_path / "train.tsv").write_text("en\tde\na dog\tein hund\nthe cat\tdie katze\n")
     assert load_split(local(tmp_path, format="tsv"), "train") == (
-        ["ein hund", "die katze"], ["a dog", "the cat"])
+        ["ein hund", "die katze"],
+        ["a dog", "the cat"],
+    )
 
 
 def test_tsv_without_header_is_source_then_target(tmp_path):
     (tmp_path / "train.tsv").write_text("ein hund\ta dog\ndie katze\tthe cat\n\tempty source\n")
     assert load_split(local(tmp_path, format="tsv"), "train") == (
-        ["ein hund", "die katze", ""], ["a dog", "the cat", "empty source"])
+        ["ein hund", "die katze", ""],
+        ["a dog", "the cat", "empty source"],
+    )
 
 
 def test_tsv_cells_are_verbatim_text(tmp_path):
     # numbers, NA-like words and quote characters are sentences like any other
     (tmp_path / "train.tsv").write_text('2016\t007\n1\t1\nNA\tnull\n"zitat\t"quote"\n')
     assert load_split(local(tmp_path, format="tsv"), "train") == (
-        ["2016", "1", "NA", '"zitat'], ["007", "1", "null", '"quote"'])
+        ["2016", "1", "NA", '"zitat'],
+        ["007", "1", "null", '"quote"'],
+    )
 
 
 def test_tsv_line_with_three_columns_is_named(tmp_path):
@@ -148,7 +160,9 @@ def test_tsv_line_with_three_columns_is_named(tmp_path):
 def test_tsv_carriage_return_inside_a_line_does_not_split_the_pair(tmp_path):
     (tmp_path / "train.tsv").write_bytes("eins\rzwei\tone\rtwo\ndrei\tthree\n".encode())
     assert load_split(local(tmp_path, format="tsv"), "train") == (
-        ["eins\rzwei", "drei"], ["one\rtwo", "three"])
+        ["eins\rzwei", "drei"],
+        ["one\rtwo", "three"],
+    )
 
 
 def write_jsonl(path: Path, rows: list) -> None:
@@ -157,16 +171,23 @@ def write_jsonl(path: Path, rows: list) -> None:
 
 def test_jsonl_translation_dicts(tmp_path):
     pairs = tiny_pairs(20)
-    write_jsonl(tmp_path / "train.jsonl",
-                [{"translation": {"de": s, "en": t}, "id": i} for i, (s, t) in enumerate(pairs)])
+    write_jsonl(
+        tmp_path / "train.jsonl",
+        [{"translation": {"de": s, "en": t}, "id": i} for i, (s, t) in enumerate(pairs)],
+    )
     src, tgt = load_split(local(tmp_path, format="jsonl"), "train")
     assert list(zip(src, tgt)) == pairs
 
 
 def test_jsonl_missing_language_key_names_file_and_line(tmp_path):
-    write_jsonl(tmp_path / "train.jsonl", [{"translation": {"de": "a", "en": "b"}},
-                                           {"translation": {"de": "c", "en": "d"}},
-                                           {"translation": {"de": "e", "fr": "f"}}])
+    write_jsonl(
+        tmp_path / "train.jsonl",
+        [
+            {"translation": {"de": "a", "en": "b"}},
+            {"translation": {"de": "c", "en": "d"}},
+            {"translation": {"de": "e", "fr": "f"}},
+        ],
+    )
     with pytest.raises(NmtError) as e:
         load_split(local(tmp_path, format="jsonl"), "train")
     assert str(e.value).startswith(f"{tmp_path / 'train.jsonl'}, line 3:")
@@ -174,8 +195,9 @@ def test_jsonl_missing_language_key_names_file_and_line(tmp_path):
 
 
 def test_jsonl_translation_that_is_not_a_mapping_names_the_line(tmp_path):
-    write_jsonl(tmp_path / "train.jsonl", [{"translation": {"de": "a", "en": "b"}},
-                                           {"translation": "a b"}])
+    write_jsonl(
+        tmp_path / "train.jsonl", [{"translation": {"de": "a", "en": "b"}}, {"translation": "a b"}]
+    )
     with pytest.raises(NmtError) as e:
         load_split(local(tmp_path, format="jsonl"), "train")
     assert str(e.value).startswith(f"{tmp_path / 'train.jsonl'}, line 2: expected language keys")
@@ -196,8 +218,9 @@ def test_jsonl_line_that_is_not_an_object_names_the_line(tmp_path):
 
 
 def test_jsonl_invalid_json_names_the_line(tmp_path):
-    (tmp_path / "train.jsonl").write_text('{"translation": {"de": "a", "en": "b"}}\n'
-                                          '{"translation": {"de": "c", "en": }\n')
+    (tmp_path / "train.jsonl").write_text(
+        '{"translation": {"de": "a", "en": "b"}}\n{"translation": {"de": "c", "en": }\n'
+    )
     with pytest.raises(NmtError, match="invalid JSON") as e:
         load_split(local(tmp_path, format="jsonl"), "train")
     assert str(e.value).startswith(f"{tmp_path / 'train.jsonl'}, line 2:")
@@ -206,20 +229,29 @@ def test_jsonl_invalid_json_names_the_line(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # Hub code path (a local dataset directory stands in for a hub id) and the synthetic source
 
+
 @pytest.fixture
 def hub_dir(tmp_path: Path) -> Path:
     d = tmp_path / "hubdata"
     d.mkdir()
     for split, n in (("train", 30), ("validation", 7)):
-        write_jsonl(d / f"{split}.jsonl", [{"translation": {"de": s, "en": t}}
-                                           for s, t in tiny_pairs(n, seed=len(split))])
+        write_jsonl(
+            d / f"{split}.jsonl",
+            [{"translation": {"de": s, "en": t}} for s, t in tiny_pairs(n, seed=len(split))],
+        )
     return d
 
 
 def hub(d: Path):
-    return make_config(data={"source": "hub", "hub_name": str(d), "src_lang": "de",
-                             "tgt_lang": "en", "splits": {"train": "train", "valid": "validation",
-                                                          "test": "test"}}).data
+    return make_config(
+        data={
+            "source": "hub",
+            "hub_name": str(d),
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "splits": {"train": "train", "valid": "validation", "test": "test"},
+        }
+    ).data
 
 
 def test_hub_source_loads_pairs_through_datasets(hub_dir):
@@ -235,8 +267,12 @@ def test_hub_unknown_split_names_the_split(hub_dir):
 
 
 def test_synthetic_source_is_generated_once_and_cached(monkeypatch, nmt_cache):
-    cfg = make_config(data={"source": "synthetic", "synthetic": {
-        "train": 60, "valid": 12, "test": 20, "lexicon": 40, "max_words": 12}}).data
+    cfg = make_config(
+        data={
+            "source": "synthetic",
+            "synthetic": {"train": 60, "valid": 12, "test": 20, "lexicon": 40, "max_words": 12},
+        }
+    ).data
     first = {role: load_split(cfg, role) for role in ("train", "valid", "test")}
     assert {r: len(s) for r, (s, t) in first.items()} == {"train": 60, "valid": 12, "test": 20}
     assert all(len(s) == len(t) and all(s) and all(t) for s, t in first.values())
@@ -244,6 +280,7 @@ def test_synthetic_source_is_generated_once_and_cached(monkeypatch, nmt_cache):
 
     def regenerate(*a, **k):
         raise AssertionError("the cached corpus was generated again")
+
     monkeypatch.setattr(synthetic, "write_corpus", regenerate)
     assert {role: load_split(cfg, role) for role in first} == first
 
@@ -294,8 +331,9 @@ def test_joint_vocabulary_shares_one_model(joint_tok):
 
 def test_separate_vocabularies_hold_only_their_own_words(text):
     joint = Tokenizer.build(WORD_VOCAB, *text, lowercase=False, seed=1)
-    sep = Tokenizer.build(VocabConfig(type="word", size=200, joint=False), *text,
-                          lowercase=False, seed=1)
+    sep = Tokenizer.build(
+        VocabConfig(type="word", size=200, joint=False), *text, lowercase=False, seed=1
+    )
     assert not sep.joint and sep.src is not sep.tgt
     src_word, tgt_word = "▁" + text[0][0].split()[0], "▁" + text[1][0].split()[0]
     assert joint.src.piece_to_id(src_word) != UNK and joint.src.piece_to_id(tgt_word) != UNK
@@ -307,9 +345,15 @@ def train_spm(tmp_path: Path, lines: list[str], name: str, **ids) -> Path:
     corpus_file = tmp_path / f"{name}.txt"
     corpus_file.write_text("\n".join(lines) + "\n", "utf-8")
     special = dict(pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS) | ids
-    spm.SentencePieceTrainer.train(input=str(corpus_file), model_prefix=str(tmp_path / name),
-                                   vocab_size=60, hard_vocab_limit=False, minloglevel=2,
-                                   num_threads=1, **special)
+    spm.SentencePieceTrainer.train(
+        input=str(corpus_file),
+        model_prefix=str(tmp_path / name),
+        vocab_size=60,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        num_threads=1,
+        **special,
+    )
     return tmp_path / f"{name}.model"
 
 
@@ -325,8 +369,13 @@ def test_existing_model_is_used_instead_of_training(tmp_path, text):
 def test_existing_separate_models_are_used(tmp_path, text):
     src_model = train_spm(tmp_path, text[0], "src")
     tgt_model = train_spm(tmp_path, text[1], "tgt")
-    tok = Tokenizer.build(VocabConfig(joint=False, src_model=str(src_model),
-                                      tgt_model=str(tgt_model)), [], [], False, 1)
+    tok = Tokenizer.build(
+        VocabConfig(joint=False, src_model=str(src_model), tgt_model=str(tgt_model)),
+        [],
+        [],
+        False,
+        1,
+    )
     assert tok.src_proto == src_model.read_bytes() and tok.tgt_proto == tgt_model.read_bytes()
 
 
@@ -339,8 +388,7 @@ def test_model_file_that_is_not_sentencepiece_is_an_error(tmp_path):
 
 
 def test_model_with_other_special_ids_is_an_error(tmp_path, text):
-    default_ids = train_spm(tmp_path, text[0], "defaults", pad_id=-1, unk_id=0, bos_id=1,
-                            eos_id=2)
+    default_ids = train_spm(tmp_path, text[0], "defaults", pad_id=-1, unk_id=0, bos_id=1, eos_id=2)
     with pytest.raises(NmtError, match="pad=0, unk=1, bos=2, eos=3") as e:
         Tokenizer.build(VocabConfig(model=str(default_ids)), [], [], False, 1)
     assert str(default_ids) in str(e.value)
@@ -377,6 +425,7 @@ def test_training_is_deterministic_for_a_seed(text, joint_tok):
 
 # ----------------------------------------------------------------------------------------------
 # Batching
+
 
 def random_lengths(n: int, seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
     rng = random.Random(seed)
@@ -447,16 +496,21 @@ def test_ranks_get_disjoint_batches_of_equal_count(world):
     assert sum(len(s) for s in shards) == len(whole) - len(whole) % world
 
 
-def test_padding_no_worse_than_before_on_multi30k(multi30k, monkeypatch):
+def test_padding_no_worse_than_before_on_multi30k(multi30k):
     path = REPO / "configs" / "multi30k" / "rnnsearch_local.yaml"
     if path.is_file():
-        monkeypatch.chdir(REPO)  # the config's data.path is relative to the repository
         cfg = load_config(path, ["vocab.max_sentences=10000"])
     else:  # configs/multi30k/*.yaml are being written; the same data section inline
-        cfg = make_config(data={"source": "local", "path": str(multi30k), "src_lang": "de",
-                                "tgt_lang": "en", "splits": {"train": "train", "valid": "val",
-                                                             "test": "test_2016_flickr"}},
-                          vocab={"max_sentences": 10000})
+        cfg = make_config(
+            data={
+                "source": "local",
+                "path": str(multi30k),
+                "src_lang": "de",
+                "tgt_lang": "en",
+                "splits": {"train": "train", "valid": "val", "test": "test_2016_flickr"},
+            },
+            vocab={"max_sentences": 10000},
+        )
     corpus = prepared_corpus(cfg)  # subwords trained on a 10k-line sample: a third of the time
     assert corpus.stats.total == 29000 and corpus.stats.kept > 28000
     batcher = corpus.batcher(cfg.data, seed=1)
@@ -476,6 +530,7 @@ def test_padding_no_worse_than_before_on_multi30k(multi30k, monkeypatch):
 # ----------------------------------------------------------------------------------------------
 # The prepared corpus: filtering applies to the training split only
 
+
 def test_filtering_counts_empty_long_and_unbalanced_pairs(tmp_path, text):
     normal = tiny_pairs(100, seed=7)
     w = text[0][0].split()[0]  # any in-vocabulary word
@@ -487,9 +542,17 @@ def test_filtering_counts_empty_long_and_unbalanced_pairs(tmp_path, text):
     write_pair(tmp_path, "train", [s for s, _ in train], [t for _, t in train])
     valid = empty + too_long + unbalanced
     write_pair(tmp_path, "valid", [s for s, _ in valid], [t for _, t in valid])
-    cfg = make_config(data={"source": "local", "path": str(tmp_path), "src_lang": "de",
-                            "tgt_lang": "en", "max_len": 20, "max_ratio": 3.0},
-                      vocab={"type": "word", "size": 200})
+    cfg = make_config(
+        data={
+            "source": "local",
+            "path": str(tmp_path),
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "max_len": 20,
+            "max_ratio": 3.0,
+        },
+        vocab={"type": "word", "size": 200},
+    )
 
     corpus = prepared_corpus(cfg)
     st = corpus.stats
@@ -506,8 +569,10 @@ def test_filtering_counts_empty_long_and_unbalanced_pairs(tmp_path, text):
 
 
 def test_empty_training_set_after_filtering_names_the_limits(tiny_corpus):
-    cfg = make_config(data={"source": "local", "path": str(tiny_corpus()), "max_len": 1},
-                      vocab={"type": "word", "size": 100})
+    cfg = make_config(
+        data={"source": "local", "path": str(tiny_corpus()), "max_len": 1},
+        vocab={"type": "word", "size": 100},
+    )
     with pytest.raises(NmtError, match="empty after filtering") as e:
         prepared_corpus(cfg)
     assert "data.max_len" in str(e.value) and "data.max_ratio" in str(e.value)

@@ -1,4 +1,5 @@
 """Greedy and beam search: checked on small fake models and on the real architectures."""
+
 from __future__ import annotations
 
 import itertools
@@ -9,8 +10,17 @@ import torch
 from torch import Tensor, nn
 
 from nmt.config import DecodeConfig, model_config
-from nmt.decode import (Hypothesis, Rules, Sampler, beam_search, decode_batch, greedy_search,
-                        max_lengths, score_ids, translate_ids)
+from nmt.decode import (
+    Hypothesis,
+    Rules,
+    Sampler,
+    beam_search,
+    decode_batch,
+    greedy_search,
+    max_lengths,
+    score_ids,
+    translate_ids,
+)
 from nmt.errors import NmtError
 from nmt.models import build_model
 from nmt.models.base import EncoderOut, NMTModel, State
@@ -31,6 +41,7 @@ def one_thread():
 # ----------------------------------------------------------------------------------------------
 # Fake models implementing the decoding interface
 
+
 class TinyAttnGRU(NMTModel):
     """GRU decoder with dot attention over embedded source: history-dependent and peaked."""
 
@@ -41,7 +52,7 @@ class TinyAttnGRU(NMTModel):
         self.cell = nn.GRUCell(H, H)
         self.out = nn.Linear(2 * H, V)
         with torch.no_grad():
-            self.out.weight.mul_(6.0)             # peaked distributions make search matter
+            self.out.weight.mul_(6.0)  # peaked distributions make search matter
             self.out.bias[EOS] += eos_bias
         self.eval()
 
@@ -55,8 +66,9 @@ class TinyAttnGRU(NMTModel):
 
     def decode_step(self, state: State, prev_tokens: Tensor):
         h = self.cell(self.tgt_emb(prev_tokens), state["h"])
-        scores = torch.einsum("bsh,bh->bs", state["memory"], h).masked_fill(~state["mask"],
-                                                                           -math.inf)
+        scores = torch.einsum("bsh,bh->bs", state["memory"], h).masked_fill(
+            ~state["mask"], -math.inf
+        )
         attn = scores.softmax(-1)
         context = torch.einsum("bs,bsh->bh", attn, state["memory"])
         log_probs = self.out(torch.cat([h, context], -1)).log_softmax(-1)
@@ -104,14 +116,17 @@ class RowCounter(NMTModel):
 
 def real_model(arch: str, seed: int = 0, dropout: float = 0.0) -> NMTModel:
     torch.manual_seed(seed)
-    sizes = (dict(d_model=32, heads=4, ff=64) if arch == "transformer"
-             else dict(emb_size=16, hidden_size=32))
+    sizes = (
+        dict(d_model=32, heads=4, ff=64)
+        if arch == "transformer"
+        else dict(emb_size=16, hidden_size=32)
+    )
     cfg = model_config(arch, layers=2, dropout=dropout, **sizes)
     model = build_model(cfg, V, V)
-    with torch.no_grad():                          # sharpen the untrained output distributions
+    with torch.no_grad():  # sharpen the untrained output distributions
         for p in model.parameters():
             p.mul_(3.0)
-    return model.double().eval()                   # float64: batched vs alone agree to 1e-6
+    return model.double().eval()  # float64: batched vs alone agree to 1e-6
 
 
 ARCHS = ["fake", "seq2seq", "rnnsearch", "transformer"]
@@ -124,6 +139,7 @@ def make_model(arch: str, seed: int = 0) -> NMTModel:
 # ----------------------------------------------------------------------------------------------
 # Helpers
 
+
 def random_sources(n: int, seed: int, lo: int = 1, hi: int = 12) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(lo, hi + 1, (n,), generator=g).tolist()
@@ -133,12 +149,13 @@ def random_sources(n: int, seed: int, lo: int = 1, hi: int = 12) -> list[list[in
 def pad_batch(seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
     src = torch.full((len(seqs), max(map(len, seqs))), PAD)
     for i, s in enumerate(seqs):
-        src[i, :len(s)] = torch.tensor(s)
+        src[i, : len(s)] = torch.tensor(s)
     return src, src != PAD
 
 
-def teacher_force(model: NMTModel, src_ids: list[int], tokens: list[int]
-                  ) -> tuple[float, Tensor | None]:
+def teacher_force(
+    model: NMTModel, src_ids: list[int], tokens: list[int]
+) -> tuple[float, Tensor | None]:
     """Sum of log p(tokens + [EOS]) fed one step at a time, and the attention rows."""
     src, mask = pad_batch([src_ids])
     with torch.no_grad():
@@ -152,8 +169,9 @@ def teacher_force(model: NMTModel, src_ids: list[int], tokens: list[int]
     return total, None if rows[0] is None else torch.stack(rows)
 
 
-def reference_beam(model: NMTModel, source: list[int], K: int, alpha: float, limit: int
-                   ) -> list[tuple[float, list[int]]]:
+def reference_beam(
+    model: NMTModel, source: list[int], K: int, alpha: float, limit: int
+) -> list[tuple[float, list[int]]]:
     """Plain one-sentence beam search over Python lists: the oracle for the batched search.
 
     Same rules: one live beam at first, 2K best candidates, ends among the top K are finished,
@@ -166,9 +184,14 @@ def reference_beam(model: NMTModel, source: list[int], K: int, alpha: float, lim
             prev = torch.tensor([toks[-1] if toks else BOS for _, toks in live])
             log_probs, state, _ = model.decode_step(state, prev)
             allowed = [EOS] if t == limit else [v for v in range(V) if v not in (PAD, BOS)]
-            cands = sorted(((score + log_probs[i, v].item(), toks + [v], i)
-                            for i, (score, toks) in enumerate(live) for v in allowed),
-                           key=lambda c: -c[0])[:2 * K]
+            cands = sorted(
+                (
+                    (score + log_probs[i, v].item(), toks + [v], i)
+                    for i, (score, toks) in enumerate(live)
+                    for v in allowed
+                ),
+                key=lambda c: -c[0],
+            )[: 2 * K]
             finished += [(s, toks[:-1]) for s, toks, _ in cands[:K] if toks[-1] == EOS]
             kept = [c for c in cands if c[1][-1] != EOS][:K]
             if len(finished) >= K or not kept:
@@ -180,6 +203,7 @@ def reference_beam(model: NMTModel, source: list[int], K: int, alpha: float, lim
 
 # ----------------------------------------------------------------------------------------------
 # Tests
+
 
 def test_max_lengths_counts_real_source_tokens():
     src, mask = pad_batch([[5, EOS], [5, 6, 7, 8, EOS]])
@@ -244,20 +268,23 @@ def test_wide_beam_is_exact_search():
     # A random Markov model over {4, 5, EOS}: every hypothesis up to the limit fits in the beam,
     # so beam search must return the brute-force best list, and never less than greedy.
     g = torch.Generator().manual_seed(18)
-    probs = {prev: dict(zip((4, 5, EOS), torch.rand(3, generator=g).tolist()))
-             for prev in (BOS, 4, 5)}
+    probs = {
+        prev: dict(zip((4, 5, EOS), torch.rand(3, generator=g).tolist())) for prev in (BOS, 4, 5)
+    }
     model = MarkovModel(probs)
     src, mask = pad_batch([[9, EOS]])
     limit = 4
     every = [list(p) for n in range(limit + 1) for p in itertools.product((4, 5), repeat=n)]
     for alpha in (0.0, 1.0):
-        (hyps,) = beam_search(model, src, mask, beam=len(every), nbest=5, alpha=alpha,
-                              max_len_a=0.0, max_len_b=limit)
-        scored = sorted(((teacher_force(model, [9, EOS], toks)[0], toks) for toks in every),
-                        key=lambda st: -st[0] / ((5 + len(st[1]) + 1) / 6) ** alpha)
+        (hyps,) = beam_search(
+            model, src, mask, beam=len(every), nbest=5, alpha=alpha, max_len_a=0.0, max_len_b=limit
+        )
+        scored = sorted(
+            ((teacher_force(model, [9, EOS], toks)[0], toks) for toks in every),
+            key=lambda st: -st[0] / ((5 + len(st[1]) + 1) / 6) ** alpha,
+        )
         assert [h.tokens for h in hyps] == [toks for _, toks in scored[:5]]
-        (greedy,) = greedy_search(model, src, mask, max_len_a=0.0, max_len_b=limit,
-                                  alpha=alpha)[0]
+        (greedy,) = greedy_search(model, src, mask, max_len_a=0.0, max_len_b=limit, alpha=alpha)[0]
         # an exhaustive beam ranks by the length-normalised score: never below greedy's
         assert hyps[0].norm_score >= greedy.norm_score - 1e-6
 
@@ -268,18 +295,20 @@ def test_scores_and_alignments_match_teacher_forcing(arch, beam):
     model = make_model(arch, seed=4)
     sources = random_sources(10, seed=5)
     src, mask = pad_batch(sources)
-    results = decode_batch(model, src, mask, DecodeConfig(alpha=0.6), beam=beam, nbest=beam,
-                           return_attn=True)
+    results = decode_batch(
+        model, src, mask, DecodeConfig(alpha=0.6), beam=beam, nbest=beam, return_attn=True
+    )
     for source, hyps in zip(sources, results):
         assert len(hyps) >= 1
         for h in hyps:
             score, attn = teacher_force(model, source, h.tokens)
             assert h.score == pytest.approx(score, abs=1e-4)
-            assert h.norm_score == pytest.approx(h.score / ((5 + len(h.tokens) + 1) / 6) ** 0.6,
-                                                 rel=1e-6)
+            assert h.norm_score == pytest.approx(
+                h.score / ((5 + len(h.tokens) + 1) / 6) ** 0.6, rel=1e-6
+            )
             if attn is None:
                 assert h.attn is None
-            else:                                 # each hypothesis keeps its own alignment
+            else:  # each hypothesis keeps its own alignment
                 assert torch.allclose(h.attn, attn.float(), atol=1e-5)
 
 
@@ -298,17 +327,18 @@ def test_attention_rows_cover_the_real_source_and_sum_to_one(arch):
 def test_models_without_attention_return_none():
     src, mask = pad_batch(random_sources(3, seed=8))
     for beam in (1, 3):
-        results = decode_batch(real_model("seq2seq"), src, mask, DecodeConfig(), beam=beam,
-                               return_attn=True)
+        results = decode_batch(
+            real_model("seq2seq"), src, mask, DecodeConfig(), beam=beam, return_attn=True
+        )
         assert all(h.attn is None for hyps in results for h in hyps)
 
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_translate_ids_returns_input_order(beam):
     model = make_model("transformer", seed=9)
-    sources = random_sources(25, seed=10, lo=0, hi=14)     # lo=0: some inputs are just [EOS]
+    sources = random_sources(25, seed=10, lo=0, hi=14)  # lo=0: some inputs are just [EOS]
     assert [EOS] in sources
-    cfg = DecodeConfig(batch_tokens=40)                      # several batches, reordered
+    cfg = DecodeConfig(batch_tokens=40)  # several batches, reordered
     batched = translate_ids(model, sources, cfg, beam=beam)
     assert len(batched) == len(sources)
     for source, hyps in zip(sources, batched):
@@ -324,7 +354,7 @@ def test_translate_ids_decodes_in_eval_mode_and_restores_training_mode(capfd):
     first = translate_ids(model, sources, DecodeConfig(), beam=2, progress=True)
     assert model.training
     second = translate_ids(model, sources, DecodeConfig(), beam=2)
-    assert [h[0].tokens for h in first] == [h[0].tokens for h in second]   # no dropout noise
+    assert [h[0].tokens for h in first] == [h[0].tokens for h in second]  # no dropout noise
     assert "decode" in capfd.readouterr().err
 
 
@@ -335,9 +365,11 @@ def test_each_sentence_stops_at_its_own_length_limit(beam):
     src, mask = pad_batch(sources)
     limits = max_lengths(mask, 1.0, 2).tolist()
     with torch.no_grad():  # the searches themselves: decode_batch adds a greedy pass
-        results = (greedy_search(model, src, mask, max_len_a=1.0, max_len_b=2) if beam == 1 else
-                   beam_search(model, src, mask, beam=beam, alpha=0.6, max_len_a=1.0,
-                               max_len_b=2))
+        results = (
+            greedy_search(model, src, mask, max_len_a=1.0, max_len_b=2)
+            if beam == 1
+            else beam_search(model, src, mask, beam=beam, alpha=0.6, max_len_a=1.0, max_len_b=2)
+        )
     assert [len(hyps[0].tokens) for hyps in results] == limits
     # The short sentences leave the batch: later steps run on the long sentence's rows only.
     assert len(model.rows) == max(limits) + 1
@@ -370,7 +402,7 @@ def test_length_penalty_prefers_longer_hypotheses_as_alpha_grows():
     assert [h.tokens for h in short_first] == [[], [4]]
     assert [h.tokens for h in long_first] == [[4], []]
     assert short_first[0].score > short_first[1].score
-    assert long_first[0].score < long_first[1].score     # ranked by norm_score, not score
+    assert long_first[0].score < long_first[1].score  # ranked by norm_score, not score
     # Greedy takes the first step's tie-breaking winner and reports norm_score with alpha.
     (g,) = greedy_search(model, src, mask, alpha=1.0)[0]
     assert g.norm_score == pytest.approx(g.score / ((5 + len(g.tokens) + 1) / 6))
@@ -380,8 +412,7 @@ def test_short_limit_finalises_live_beams():
     # With max length 1 no hypothesis can end naturally after step 1: the live beams are ended.
     model = MarkovModel({BOS: {4: 0.5, 5: 0.3, 6: 0.2}, 4: {7: 1.0}, 5: {7: 1.0}, 6: {7: 1.0}})
     src, mask = pad_batch([[9, EOS]])
-    (hyps,) = beam_search(model, src, mask, beam=3, nbest=3, alpha=0.0, max_len_a=0.0,
-                          max_len_b=1)
+    (hyps,) = beam_search(model, src, mask, beam=3, nbest=3, alpha=0.0, max_len_a=0.0, max_len_b=1)
     assert [h.tokens for h in hyps] == [[4], [5], [6]]
 
 
@@ -403,8 +434,9 @@ def test_hypothesis_fields():
 # ----------------------------------------------------------------------------------------------
 # Sampling, prefixes, repeated n-grams, forced decoding
 
+
 def has_repeated_ngram(tokens: list[int], n: int) -> bool:
-    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     return len(grams) != len(set(grams))
 
 
@@ -424,13 +456,14 @@ def test_a_seed_reproduces_its_samples_and_scores_are_the_models():
     sources = random_sources(6, seed=23)
     cfg = DecodeConfig(sample=True, nbest=3, temperature=1.5, seed=7, batch_tokens=30)
     first, again = translate_ids(model, sources, cfg), translate_ids(model, sources, cfg)
-    other = translate_ids(model, sources, DecodeConfig(sample=True, nbest=3, temperature=1.5,
-                                                       seed=8, batch_tokens=30))
+    other = translate_ids(
+        model, sources, DecodeConfig(sample=True, nbest=3, temperature=1.5, seed=8, batch_tokens=30)
+    )
     tokens = [[h.tokens for h in hs] for hs in first]
     assert all(len(hs) == 3 for hs in first)
     assert tokens == [[h.tokens for h in hs] for hs in again]
     assert tokens != [[h.tokens for h in hs] for hs in other]
-    for source, hyps in zip(sources, first):      # untempered model log-probs, EOS included
+    for source, hyps in zip(sources, first):  # untempered model log-probs, EOS included
         for h in hyps:
             assert h.score == pytest.approx(teacher_force(model, source, h.tokens)[0], abs=1e-4)
 
@@ -450,28 +483,38 @@ def test_top_k_and_top_p_draw_only_from_their_sets():
 def test_output_starts_with_the_prefix_and_is_scored_by_the_model(arch, beam):
     model = make_model(arch, seed=24)
     sources = random_sources(6, seed=25)
-    prefixes = [[], [7], [8, 9, 10], [11] * 14, [12, 13], [4]]   # [11] * 14 exceeds the limit
-    results = translate_ids(model, sources, DecodeConfig(nbest=beam), beam=beam,
-                            prefixes=prefixes)
+    prefixes = [[], [7], [8, 9, 10], [11] * 14, [12, 13], [4]]  # [11] * 14 exceeds the limit
+    results = translate_ids(model, sources, DecodeConfig(nbest=beam), beam=beam, prefixes=prefixes)
     for source, prefix, hyps in zip(sources, prefixes, results):
         assert len(hyps) >= 1
         for h in hyps:
-            assert h.tokens[:len(prefix)] == prefix
+            assert h.tokens[: len(prefix)] == prefix
             assert h.score == pytest.approx(teacher_force(model, source, h.tokens)[0], abs=1e-4)
 
 
 def test_wide_beam_with_a_prefix_is_exact_search_over_continuations():
     g = torch.Generator().manual_seed(26)
-    probs = {prev: dict(zip((4, 5, EOS), torch.rand(3, generator=g).tolist()))
-             for prev in (BOS, 4, 5)}
+    probs = {
+        prev: dict(zip((4, 5, EOS), torch.rand(3, generator=g).tolist())) for prev in (BOS, 4, 5)
+    }
     model = MarkovModel(probs)
     src, mask = pad_batch([[9, EOS]])
     limit, prefix = 4, [5, 5]
-    every = [prefix + list(p) for n in range(limit - 1)
-             for p in itertools.product((4, 5), repeat=n)]
+    every = [
+        prefix + list(p) for n in range(limit - 1) for p in itertools.product((4, 5), repeat=n)
+    ]
     rules = Rules.build([prefix])
-    (hyps,) = beam_search(model, src, mask, beam=len(every), nbest=3, alpha=0.0, max_len_a=0.0,
-                          max_len_b=limit, rules=rules)
+    (hyps,) = beam_search(
+        model,
+        src,
+        mask,
+        beam=len(every),
+        nbest=3,
+        alpha=0.0,
+        max_len_a=0.0,
+        max_len_b=limit,
+        rules=rules,
+    )
     best = sorted(every, key=lambda toks: -teacher_force(model, [9, EOS], toks)[0])[:3]
     assert [h.tokens for h in hyps] == best
 
@@ -484,27 +527,45 @@ def test_no_repeat_ngram_leaves_no_repeated_ngram(arch, beam):
     plain = translate_ids(model, sources, DecodeConfig(nbest=beam), beam=beam)
     assert any(has_repeated_ngram(h.tokens, 2) for hs in plain for h in hs)  # the test bites
     for n in (1, 2, 3):
-        results = translate_ids(model, sources, DecodeConfig(nbest=beam, no_repeat_ngram=n),
-                                beam=beam)
+        results = translate_ids(
+            model, sources, DecodeConfig(nbest=beam, no_repeat_ngram=n), beam=beam
+        )
         for source, hyps in zip(sources, results):
             for h in hyps:
                 assert not has_repeated_ngram(h.tokens, n)
-                assert h.score == pytest.approx(teacher_force(model, source, h.tokens)[0],
-                                                abs=1e-4)
+                assert h.score == pytest.approx(teacher_force(model, source, h.tokens)[0], abs=1e-4)
 
 
 def test_wide_beam_without_repeated_bigrams_is_exact_search():
     # 4 -> 5 -> 4 -> 5 ... is the likeliest path; banning repeated bigrams must give the best
     # sequence among those without one (brute force over every sequence up to the limit).
-    model = MarkovModel({BOS: {4: 0.6, 5: 0.3, EOS: 0.1}, 4: {5: 0.8, 4: 0.1, EOS: 0.1},
-                         5: {4: 0.8, 5: 0.1, EOS: 0.1}})
+    model = MarkovModel(
+        {
+            BOS: {4: 0.6, 5: 0.3, EOS: 0.1},
+            4: {5: 0.8, 4: 0.1, EOS: 0.1},
+            5: {4: 0.8, 5: 0.1, EOS: 0.1},
+        }
+    )
     src, mask = pad_batch([[9, EOS]])
     limit = 5
-    every = [list(p) for n in range(limit + 1) for p in itertools.product((4, 5), repeat=n)
-             if not has_repeated_ngram(list(p), 2)]
+    every = [
+        list(p)
+        for n in range(limit + 1)
+        for p in itertools.product((4, 5), repeat=n)
+        if not has_repeated_ngram(list(p), 2)
+    ]
     rules = Rules(no_repeat_ngram=2)
-    (hyps,) = beam_search(model, src, mask, beam=len(every), nbest=3, alpha=0.0, max_len_a=0.0,
-                          max_len_b=limit, rules=rules)
+    (hyps,) = beam_search(
+        model,
+        src,
+        mask,
+        beam=len(every),
+        nbest=3,
+        alpha=0.0,
+        max_len_a=0.0,
+        max_len_b=limit,
+        rules=rules,
+    )
     best = sorted(every, key=lambda toks: -teacher_force(model, [9, EOS], toks)[0])[:3]
     assert [h.tokens for h in hyps] == best
 
@@ -519,5 +580,5 @@ def test_forced_decoding_agrees_with_the_beams_own_scores(arch):
     per_hyp_sources = [s for s, hs in zip(sources, results) for _ in hs]
     token_lps = score_ids(model, per_hyp_sources, [h.tokens for h in hyps], cfg)
     for h, lps in zip(hyps, token_lps):
-        assert len(lps) == len(h.tokens) + 1                       # the EOS is scored too
+        assert len(lps) == len(h.tokens) + 1  # the EOS is scored too
         assert sum(lps) == pytest.approx(h.score, abs=1e-4)

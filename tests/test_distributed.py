@@ -1,5 +1,6 @@
 """torchrun setup and DDP semantics: one-line errors for impossible layouts, the collective
 timeout, and a loss normalised by the token count of all ranks (two gloo processes)."""
+
 from __future__ import annotations
 
 import socket
@@ -10,18 +11,21 @@ import torch
 import torch.distributed as tdist
 import torch.multiprocessing as mp
 
+from conftest import make_config
 from nmt import distributed
 from nmt.data.batching import make_batch
 from nmt.distributed import DistInfo
 from nmt.errors import NmtError
 from nmt.models import build_model
 
-from conftest import make_config
-
 
 def _torchrun_env(monkeypatch, rank: int, world: int) -> None:
-    for key, value in {"WORLD_SIZE": world, "RANK": rank, "LOCAL_RANK": rank,
-                       "LOCAL_WORLD_SIZE": world}.items():
+    for key, value in {
+        "WORLD_SIZE": world,
+        "RANK": rank,
+        "LOCAL_RANK": rank,
+        "LOCAL_WORLD_SIZE": world,
+    }.items():
         monkeypatch.setenv(key, str(value))
 
 
@@ -29,8 +33,11 @@ def test_more_processes_than_gpus_is_a_one_line_error(monkeypatch):
     _torchrun_env(monkeypatch, rank=1, world=2)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(NmtError, match=r"torchrun --nproc_per_node=2 starts more processes than "
-                                       r"this machine has GPUs \(1\)"):
+    with pytest.raises(
+        NmtError,
+        match=r"torchrun --nproc_per_node=2 starts more processes than "
+        r"this machine has GPUs \(1\)",
+    ):
         distributed.init("auto")
 
 
@@ -67,10 +74,18 @@ BATCHES = [  # two batches of very different token counts (3 and 9 target tokens
 def _trainer(tmp: Path, dist: DistInfo, accum: int):
     from nmt.train import Trainer
 
-    cfg = make_config(data={"source": "synthetic"},
-                      model={"arch": "transformer", "d_model": 16, "heads": 2, "ff": 32,
-                             "layers": 1, "dropout": 0.0},
-                      train={"run_dir": str(tmp), "accum_steps": accum, "lr": 0.01})
+    cfg = make_config(
+        data={"source": "synthetic"},
+        model={
+            "arch": "transformer",
+            "d_model": 16,
+            "heads": 2,
+            "ff": 32,
+            "layers": 1,
+            "dropout": 0.0,
+        },
+        train={"run_dir": str(tmp), "accum_steps": accum, "lr": 0.01},
+    )
     torch.manual_seed(0)
     model = build_model(cfg.model, 20, 20)
     trainer = Trainer(cfg, model, None, None, [], tmp, dist)
@@ -85,14 +100,20 @@ def _trainer(tmp: Path, dist: DistInfo, accum: int):
 
 
 def _rank_main(rank: int, port: int, tmp: str, out: str) -> None:
-    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                             world_size=2)
+    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     torch.set_num_threads(1)
     trainer = _trainer(Path(tmp) / f"r{rank}", DistInfo(rank, 2, rank), accum=1)
     res = trainer.train_step([BATCHES[rank]])
     if rank == 0:
-        torch.save({"grads": trainer.grads, "loss": res["loss"], "tokens": res["tokens"],
-                    "broadcast_buffers": trainer.net.broadcast_buffers}, out)
+        torch.save(
+            {
+                "grads": trainer.grads,
+                "loss": res["loss"],
+                "tokens": res["tokens"],
+                "broadcast_buffers": trainer.net.broadcast_buffers,
+            },
+            out,
+        )
     tdist.destroy_process_group()
 
 

@@ -9,10 +9,17 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from nmt.errors import NmtError
 from nmt.bootstrap import resample_counts
-from nmt.evaluate import (DEFAULT_BUCKETS, bleu_by_length, bucket_bounds, corpus_scores,
-                          load_scores, paired_tests, score_report)
+from nmt.errors import NmtError
+from nmt.evaluate import (
+    DEFAULT_BUCKETS,
+    bleu_by_length,
+    bucket_bounds,
+    corpus_scores,
+    load_scores,
+    paired_tests,
+    score_report,
+)
 from nmt.report import format_scores, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -63,7 +70,14 @@ def test_mismatched_or_empty_inputs_are_user_errors():
 
 
 def test_bucket_bounds_are_inclusive_with_an_open_last_bucket():
-    assert bucket_bounds(DEFAULT_BUCKETS) == [(1, 10), (11, 20), (21, 30), (31, 40), (41, 50), (51, None)]
+    assert bucket_bounds(DEFAULT_BUCKETS) == [
+        (1, 10),
+        (11, 20),
+        (21, 30),
+        (31, 40),
+        (41, 50),
+        (51, None),
+    ]
     assert bucket_bounds([5]) == [(1, 5), (6, None)]
     for bad in ([10, 10], [20, 10], [0, 10]):
         with pytest.raises(NmtError, match="length buckets"):
@@ -119,7 +133,11 @@ def test_write_report_writes_hyps_scores_and_a_real_png(tmp_path, corpus):
     srcs, hyps, refs = corpus
     out = tmp_path / "new" / "dir"
     write_report(out, score_report(srcs, hyps, refs), hyps)
-    assert sorted(p.name for p in out.iterdir()) == ["bleu_by_length.png", "hyps.txt", "scores.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bleu_by_length.png",
+        "hyps.txt",
+        "scores.json",
+    ]
     write_report(out, score_report(srcs, hyps, refs), hyps, srcs=srcs, refs=refs)
     assert lines_of(out / "srcs.txt") == srcs and lines_of(out / "refs.txt") == refs
     assert (out / "bleu_by_length.png").read_bytes()[:8] == PNG_MAGIC
@@ -158,21 +176,38 @@ def test_format_scores_shows_both_metrics_and_the_bucket_table(corpus):
 
 def test_scoring_and_reporting_do_not_pull_in_torch():
     # Data flows decoder -> metrics/report, never back: these modules must stay importable alone.
-    code = ("import json, sys, nmt.evaluate, nmt.report, nmt.compare; "
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'nmt'))))")
+    code = (
+        "import json, sys, nmt.evaluate, nmt.report, nmt.compare; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'nmt'))))"
+    )
     repo = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == ["nmt", "nmt.bootstrap", "nmt.compare", "nmt.errors", "nmt.evaluate",
-                               "nmt.report"]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
+    # (nmt.run_dir, below them, names the reports in a run directory; it needs only the config)
+    assert json.loads(out) == [
+        "nmt",
+        "nmt.bootstrap",
+        "nmt.compare",
+        "nmt.config",
+        "nmt.errors",
+        "nmt.evaluate",
+        "nmt.files",
+        "nmt.report",
+        "nmt.run_dir",
+    ]
 
 
 # ---------------------------------------------------------------------------- bootstrap
 
+
 def noisy_corpus(n: int, drop: float, seed: int = 0) -> tuple[list[str], list[str], list[str]]:
     """n sentences of 3 to 40 words, hypotheses that drop each reference word with `drop`."""
     rng = np.random.default_rng(seed)
-    refs = [" ".join(f"w{int(x)}" for x in rng.integers(0, 300, size=int(k)))
-            for k in rng.integers(3, 40, size=n)]
+    refs = [
+        " ".join(f"w{int(x)}" for x in rng.integers(0, 300, size=int(k)))
+        for k in rng.integers(3, 40, size=n)
+    ]
     hyps = [" ".join(w for w in r.split() if rng.random() >= drop) for r in refs]
     return refs, hyps, refs  # the source is the reference: lengths spread over the buckets
 
@@ -232,8 +267,13 @@ def test_paired_p_values_equal_sacrebleus_paired_bootstrap_test(monkeypatch):
     srcs, a, refs = noisy_corpus(120, 0.3)
     _, b, _ = noisy_corpus(120, 0.28, seed=1)
     monkeypatch.setenv("SACREBLEU_SEED", "7")
-    _, theirs = PairedTest([("a", a), ("b", b)], {"BLEU": BLEU(), "chrF2": CHRF()}, [refs],
-                           test_type="bs", n_samples=300)()
+    _, theirs = PairedTest(
+        [("a", a), ("b", b)],
+        {"BLEU": BLEU(), "chrF2": CHRF()},
+        [refs],
+        test_type="bs",
+        n_samples=300,
+    )()
     ours = paired_tests(srcs, refs, a, b, DEFAULT_BUCKETS, n_samples=300, seed=7)["p"]
     assert ours["bleu"] == pytest.approx(theirs["BLEU"][1].p_value)
     assert ours["chrf"] == pytest.approx(theirs["chrF2"][1].p_value)
@@ -254,8 +294,9 @@ def test_comet_is_the_mean_of_its_sentence_scores_per_bucket_with_intervals(corp
 
     srcs, hyps, refs = corpus
     sent = [0.1 * i for i in range(len(hyps))]
-    scores = score_report(srcs, hyps, refs, n_samples=100,
-                          extra={"comet": (MeanScore("comet:model.ckpt"), sent)})
+    scores = score_report(
+        srcs, hyps, refs, n_samples=100, extra={"comet": (MeanScore("comet:model.ckpt"), sent)}
+    )
     assert scores["comet"] == pytest.approx(np.mean(sent))
     assert scores["comet_signature"] == "comet:model.ckpt"
     assert scores["buckets"][0]["comet"] == pytest.approx(np.mean(sent[:3]))  # lengths 1, 5, 10
@@ -286,8 +327,9 @@ def test_comet_needs_a_local_checkpoint_and_the_package(tmp_path, monkeypatch):
         seen["path"], seen["offline"] = path, os.environ.get("HF_HUB_OFFLINE")
         return Model()
 
-    monkeypatch.setitem(sys.modules, "comet", types.SimpleNamespace(
-        load_from_checkpoint=load_from_checkpoint))
+    monkeypatch.setitem(
+        sys.modules, "comet", types.SimpleNamespace(load_from_checkpoint=load_from_checkpoint)
+    )
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert comet_scores(str(ckpt), ["a", "b"], ["xy", "xyz"], ["r", "r"]) == [0.2, 0.3]
     assert seen == {"path": str(ckpt), "offline": "1"} and "HF_HUB_OFFLINE" not in os.environ

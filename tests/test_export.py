@@ -1,5 +1,6 @@
 """CTranslate2 export: the exported model translates like `nmt translate`, for every Transformer
 variant; RNNs and existing directories are refused with one line."""
+
 from __future__ import annotations
 
 import json
@@ -19,21 +20,51 @@ from nmt.translate import translate_texts
 ctranslate2 = pytest.importorskip("ctranslate2")
 from nmt.export.ctranslate2 import export_ctranslate2, translate_ct2  # noqa: E402
 
-TRANSFORMER = {"arch": "transformer", "d_model": 64, "heads": 4, "ff": 128, "layers": 2,
-               "dropout": 0.0, "tie_embeddings": True}
+TRANSFORMER = {
+    "arch": "transformer",
+    "d_model": 64,
+    "heads": 4,
+    "ff": 128,
+    "layers": 2,
+    "dropout": 0.0,
+    "tie_embeddings": True,
+}
 
 
-def train_run(tmp: Path, steps: int, model: dict | None = None, vocab: dict | None = None,
-              arch: str = "transformer") -> Path:
-    cfg = {"data": {"source": "synthetic", "batch_tokens": 600,
-                    "synthetic": {"train": 1500, "valid": 40, "test": 200, "lexicon": 40,
-                                  "max_words": 14, "seed": 3}},
-           "vocab": vocab or {"type": "word", "size": 200},
-           "model": model or TRANSFORMER,
-           "train": {"run_dir": str(tmp / "run"), "max_steps": steps, "lr": 0.003,
-                     "log_every": 50, "valid_every": 10000, "progress": False, "seed": 7,
-                     "threads": 1},
-           "decode": {"beam": 5, "max_len_a": 1.2, "max_len_b": 5}}
+def train_run(
+    tmp: Path,
+    steps: int,
+    model: dict | None = None,
+    vocab: dict | None = None,
+    arch: str = "transformer",
+) -> Path:
+    cfg = {
+        "data": {
+            "source": "synthetic",
+            "batch_tokens": 600,
+            "synthetic": {
+                "train": 1500,
+                "valid": 40,
+                "test": 200,
+                "lexicon": 40,
+                "max_words": 14,
+                "seed": 3,
+            },
+        },
+        "vocab": vocab or {"type": "word", "size": 200},
+        "model": model or TRANSFORMER,
+        "train": {
+            "run_dir": str(tmp / "run"),
+            "max_steps": steps,
+            "lr": 0.003,
+            "log_every": 50,
+            "valid_every": 10000,
+            "progress": False,
+            "seed": 7,
+            "threads": 1,
+        },
+        "decode": {"beam": 5, "max_len_a": 1.2, "max_len_b": 5},
+    }
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
     return pipeline.train(load_config(tmp / "c.yaml")).run
@@ -63,8 +94,13 @@ def same_share(a: list[str], b: list[str]) -> float:
 def test_exported_model_translates_like_nmt_greedy_and_beam(trained, tmp_path):
     out = tmp_path / "ct2"
     assert main(["export", str(trained), "--format", "ctranslate2", "-o", str(out)]) == 0
-    for name in ("model.bin", "config.json", "shared_vocabulary.json", "spm.model",
-                 "nmt_export.json"):
+    for name in (
+        "model.bin",
+        "config.json",
+        "shared_vocabulary.json",
+        "spm.model",
+        "nmt_export.json",
+    ):
         assert (out / name).is_file(), name
     assert json.loads((out / "nmt_export.json").read_text())["decode"]["max_len_a"] == 1.2
 
@@ -85,11 +121,14 @@ def test_both_engines_stop_at_the_same_per_sentence_limit(trained, tmp_path):
     assert same_share(ours, theirs) >= 0.98
 
 
-@pytest.mark.parametrize("variant", [
-    {"norm": "post", "positions": "learned"},
-    {"norm": "pre", "tie_embeddings": False, "tie_output": False},
-    {"norm": "post", "tie_embeddings": False, "separate": True},
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"norm": "post", "positions": "learned"},
+        {"norm": "pre", "tie_embeddings": False, "tie_output": False},
+        {"norm": "post", "tie_embeddings": False, "separate": True},
+    ],
+)
 def test_every_transformer_variant_exports_exactly(tmp_path, variant):
     variant = dict(variant)
     vocab = {"type": "word", "size": 200}
@@ -98,8 +137,12 @@ def test_every_transformer_variant_exports_exactly(tmp_path, variant):
     run = train_run(tmp_path, steps=10, model={**TRANSFORMER, **variant}, vocab=vocab)
     out = export_ctranslate2(run, tmp_path / "ct2")
     if not vocab.get("joint", True):
-        for name in ("source_vocabulary.json", "target_vocabulary.json", "spm.src.model",
-                     "spm.tgt.model"):
+        for name in (
+            "source_vocabulary.json",
+            "target_vocabulary.json",
+            "spm.src.model",
+            "spm.tgt.model",
+        ):
             assert (out / name).is_file(), name
     ours, theirs, _ = both_engines(run, out, beam=1, n=60)
     assert same_share(ours, theirs) >= 0.98
@@ -113,8 +156,9 @@ def test_int8_export_translates_close_to_float(trained, tmp_path):
 
 
 def test_rnn_models_cannot_be_exported(tmp_path, capsys):
-    run = train_run(tmp_path, steps=2, model={"arch": "rnnsearch", "emb_size": 16,
-                                              "hidden_size": 16})
+    run = train_run(
+        tmp_path, steps=2, model={"arch": "rnnsearch", "emb_size": 16, "hidden_size": 16}
+    )
     capsys.readouterr()
     code = main(["export", str(run), "--format", "ctranslate2", "-o", str(tmp_path / "ct2")])
     err = capsys.readouterr().err

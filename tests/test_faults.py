@@ -5,6 +5,7 @@ Whatever happens mid-write, the file at a checkpoint's final path is always a wh
 `nmt: error:` line, exit 2, the previous file intact and no temp file left. Signals and non-finite
 losses during training are tested in tests/test_train.py (see docs/reliability.md).
 """
+
 from __future__ import annotations
 
 import errno
@@ -32,14 +33,37 @@ REPO = Path(__file__).resolve().parents[1]
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 CONFIG = {
-    "data": {"source": "synthetic", "batch_tokens": 300,
-             "synthetic": {"train": 200, "valid": 20, "test": 20, "lexicon": 20, "max_words": 8,
-                           "seed": 3}},
+    "data": {
+        "source": "synthetic",
+        "batch_tokens": 300,
+        "synthetic": {
+            "train": 200,
+            "valid": 20,
+            "test": 20,
+            "lexicon": 20,
+            "max_words": 8,
+            "seed": 3,
+        },
+    },
     "vocab": {"type": "word", "size": 100},
-    "model": {"arch": "transformer", "d_model": 64, "heads": 2, "ff": 64, "layers": 1,
-              "dropout": 0.0, "tie_embeddings": True},
-    "train": {"max_steps": 2, "lr": 0.01, "valid_every": 1000, "progress": False, "seed": 1,
-              "threads": 1, "device": "cpu"},
+    "model": {
+        "arch": "transformer",
+        "d_model": 64,
+        "heads": 2,
+        "ff": 64,
+        "layers": 1,
+        "dropout": 0.0,
+        "tie_embeddings": True,
+    },
+    "train": {
+        "max_steps": 2,
+        "lr": 0.01,
+        "valid_every": 1000,
+        "progress": False,
+        "seed": 1,
+        "threads": 1,
+        "device": "cpu",
+    },
     "decode": {"beam": 1, "max_len_a": 1.0, "max_len_b": 3},
 }
 
@@ -60,8 +84,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-step run: its config is at RUN/../config.yaml."""
     tmp = tmp_path_factory.mktemp("faults")
     cfg = tmp / "config.yaml"
-    cfg.write_text(yaml.safe_dump({**CONFIG, "train": {**CONFIG["train"],
-                                                        "run_dir": str(tmp / "run")}}))
+    cfg.write_text(
+        yaml.safe_dump({**CONFIG, "train": {**CONFIG["train"], "run_dir": str(tmp / "run")}})
+    )
     return pipeline.train(load_config(cfg)).run
 
 
@@ -78,8 +103,9 @@ def run(trained: Path, tmp_path: Path) -> tuple[Path, Path]:
 
 
 def snapshot(run: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(run)): p.read_bytes()
-            for p in [run / "best.pt", *step_checkpoints(run)]}
+    return {
+        str(p.relative_to(run)): p.read_bytes() for p in [run / "best.pt", *step_checkpoints(run)]
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -116,8 +142,13 @@ def partial_best(run: Path) -> list[Path]:
 def kill_while_writing(run: Path, timeout: float = 120) -> bool:
     """Start the writer and SIGKILL it half-way through replacing best.pt; False if never seen."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(run)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(run)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "1"  # one complete best.pt exists now
         end = time.time() + timeout
@@ -162,6 +193,7 @@ def test_kill_during_checkpoint_write_leaves_previous_checkpoint_loadable(tmp_pa
 # ----------------------------------------------------------------------------------------------
 # Disk full while writing a checkpoint, a translation or a report
 
+
 def test_disk_full_during_checkpoint_write(run, monkeypatch, capsys):
     run_dir, cfg = run
     before = snapshot(run_dir)
@@ -173,15 +205,18 @@ def test_disk_full_during_checkpoint_write(run, monkeypatch, capsys):
     monkeypatch.setattr(torch, "save", torch_save_on_full_disk)
     assert main(["train", str(cfg), "--resume", "--set", "train.max_steps=3"]) == 2
     line = error_line(capsys.readouterr().err)
-    assert line == (f"nmt: error: cannot write {run_dir / 'checkpoints' / 'step_3.pt'}: No space "
-                    f"left on device (disk full?); the previous file, if any, is intact")
+    assert line == (
+        f"nmt: error: cannot write {run_dir / 'checkpoints' / 'step_3.pt'}: No space "
+        f"left on device (disk full?); the previous file, if any, is intact"
+    )
     assert snapshot(run_dir) == before and whole_run_loads(run_dir)
     assert tmp_files(run_dir) == []
 
 
 def whole_run_loads(run_dir: Path) -> bool:
-    return all(load_checkpoint(p)["step"] == 2 for p in [run_dir / "best.pt",
-                                                         *step_checkpoints(run_dir)])
+    return all(
+        load_checkpoint(p)["step"] == 2 for p in [run_dir / "best.pt", *step_checkpoints(run_dir)]
+    )
 
 
 def test_real_write_failure_in_torch_save_is_one_line(run):
@@ -196,20 +231,27 @@ def test_real_write_failure_in_torch_save_is_one_line(run):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    proc = subprocess.run([sys.executable, "-m", "nmt", "train", str(cfg), "--resume", "--set",
-                           "train.max_steps=3"], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=limit_file_size,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nmt", "train", str(cfg), "--resume", "--set", "train.max_steps=3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        preexec_fn=limit_file_size,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     line = error_line(proc.stderr)
-    assert line.startswith(f"nmt: error: cannot write {run_dir / 'checkpoints' / 'step_3.pt'}: "
-                           f"write failed (")
+    assert line.startswith(
+        f"nmt: error: cannot write {run_dir / 'checkpoints' / 'step_3.pt'}: write failed ("
+    )
     assert line.endswith("(disk full?); the previous file, if any, is intact")
     assert snapshot(run_dir) == before and tmp_files(run_dir) == []
 
 
-def test_disk_full_while_writing_a_translation_keeps_the_old_output(run, tmp_path, monkeypatch,
-                                                                   capsys):
+def test_disk_full_while_writing_a_translation_keeps_the_old_output(
+    run, tmp_path, monkeypatch, capsys
+):
     run_dir, _ = run
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("le\nla\n")
@@ -222,7 +264,8 @@ def test_disk_full_while_writing_a_translation_keeps_the_old_output(run, tmp_pat
     assert main(["translate", str(run_dir), "-i", str(src), "-o", str(out)]) == 2
     assert error_line(capsys.readouterr().err) == (
         f"nmt: error: cannot write {out}: No space left on device (disk full?); the previous "
-        f"file, if any, is intact")
+        f"file, if any, is intact"
+    )
     assert out.read_text() == "previous output\n"
     assert tmp_files(tmp_path) == []
 
@@ -234,7 +277,7 @@ class HalfWrite:
         self.f = f
 
     def write(self, data: bytes) -> int:
-        self.f.write(data[:len(data) // 2])
+        self.f.write(data[: len(data) // 2])
         self.f.flush()
         raise ENOSPC
 
@@ -256,13 +299,24 @@ def evaluate_on_full_disk(run_dir: Path, tmp_path: Path, monkeypatch, capsys) ->
     src.write_text("le\nla\n")
     ref.write_text("hu\nhu\n")
     monkeypatch.setattr(nmt.files, "open", open_on_full_disk, raising=False)
-    code = main(["evaluate", str(run_dir), "--src", str(src), "--ref", str(ref), "--report",
-                 str(tmp_path / "report")])
+    code = main(
+        [
+            "evaluate",
+            str(run_dir),
+            "--src",
+            str(src),
+            "--ref",
+            str(ref),
+            "--report",
+            str(tmp_path / "report"),
+        ]
+    )
     return code, capsys.readouterr().err
 
 
-def test_disk_full_while_writing_a_report_is_one_line_and_leaves_no_report(run, tmp_path,
-                                                                          monkeypatch, capsys):
+def test_disk_full_while_writing_a_report_is_one_line_and_leaves_no_report(
+    run, tmp_path, monkeypatch, capsys
+):
     code, err = evaluate_on_full_disk(run[0], tmp_path, monkeypatch, capsys)
     assert code == 2
     assert "No space left on device" in error_line(err)
@@ -273,14 +327,15 @@ def test_disk_full_while_writing_a_report_is_one_line_and_leaves_no_report(run, 
 def test_disk_full_while_writing_a_report_names_the_file(run, tmp_path, monkeypatch, capsys):
     _, err = evaluate_on_full_disk(run[0], tmp_path, monkeypatch, capsys)
     assert error_line(err).startswith(
-        f"nmt: error: cannot write {tmp_path / 'report' / 'hyps.txt'}: No space left on device")
+        f"nmt: error: cannot write {tmp_path / 'report' / 'hyps.txt'}: No space left on device"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # Out of memory on a training batch
 
-def test_out_of_memory_on_a_batch_is_one_line_suggesting_a_smaller_batch(run, monkeypatch,
-                                                                         capsys):
+
+def test_out_of_memory_on_a_batch_is_one_line_suggesting_a_smaller_batch(run, monkeypatch, capsys):
     from nmt.train import Trainer
 
     run_dir, cfg = run

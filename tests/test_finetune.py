@@ -1,5 +1,6 @@
 """Fine-tuning (train.init_from): starts from the parent's weights and subwords, refuses a vocab
 or model section that does not fit it, and resumes exactly."""
+
 from __future__ import annotations
 
 import json
@@ -16,19 +17,46 @@ from nmt.config import load_config
 from nmt.data.prepared import prepared_corpus
 from nmt.train import loss_fn
 
-MODEL = {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2,
-         "dropout": 0.0, "tie_embeddings": True}
+MODEL = {
+    "arch": "transformer",
+    "d_model": 32,
+    "heads": 2,
+    "ff": 64,
+    "layers": 2,
+    "dropout": 0.0,
+    "tie_embeddings": True,
+}
 
 
 def write_config(path: Path, run: Path, seed: int = 3, **train) -> Path:
-    cfg = {"data": {"source": "synthetic", "batch_tokens": 400,
-                    "synthetic": {"train": 300, "valid": 30, "test": 30, "lexicon": 30,
-                                  "max_words": 12, "seed": seed}},
-           "vocab": {"type": "word", "size": 200},
-           "model": MODEL,
-           "train": {"run_dir": str(run), "max_steps": 12, "lr": 0.003, "log_every": 1,
-                     "valid_every": 1000, "progress": False, "seed": 7, "threads": 1, **train},
-           "decode": {"beam": 1, "max_len_a": 1.2, "max_len_b": 5}}
+    cfg = {
+        "data": {
+            "source": "synthetic",
+            "batch_tokens": 400,
+            "synthetic": {
+                "train": 300,
+                "valid": 30,
+                "test": 30,
+                "lexicon": 30,
+                "max_words": 12,
+                "seed": seed,
+            },
+        },
+        "vocab": {"type": "word", "size": 200},
+        "model": MODEL,
+        "train": {
+            "run_dir": str(run),
+            "max_steps": 12,
+            "lr": 0.003,
+            "log_every": 1,
+            "valid_every": 1000,
+            "progress": False,
+            "seed": 7,
+            "threads": 1,
+            **train,
+        },
+        "decode": {"beam": 1, "max_len_a": 1.2, "max_len_b": 5},
+    }
     path.write_text(yaml.safe_dump(cfg))
     return path
 
@@ -42,14 +70,18 @@ def parent(tmp_path_factory) -> Path:
 def child(tmp_path: Path, parent: Path, *overrides: str, **train) -> tuple[Path, list[str]]:
     """A fine-tuning config on another corpus (a different synthetic seed)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    cfg = write_config(tmp_path / "c.yaml", tmp_path / "child", seed=11,
-                       init_from=str(parent), **train)
+    cfg = write_config(
+        tmp_path / "c.yaml", tmp_path / "child", seed=11, init_from=str(parent), **train
+    )
     return cfg, list(overrides)
 
 
 def rows(run: Path) -> list[dict]:
-    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()
-            if json.loads(x)["split"] == "train"]
+    return [
+        json.loads(x)
+        for x in (run / "metrics.jsonl").read_text().splitlines()
+        if json.loads(x)["split"] == "train"
+    ]
 
 
 def test_fine_tuning_starts_from_the_parents_weights_and_subwords(tmp_path, parent):
@@ -62,19 +94,26 @@ def test_fine_tuning_starts_from_the_parents_weights_and_subwords(tmp_path, pare
     batcher = prepared_corpus(cfg, tokenizer=tok).batcher(cfg.data, cfg.train.seed)
     b = batcher.batch(batcher.epoch(0)[0])
     with torch.no_grad():
-        expected = loss_fn(model(b.src, b.src_mask, b.tgt_in), b.tgt_out,
-                           cfg.train.label_smoothing).item() / b.n_tokens
+        expected = (
+            loss_fn(model(b.src, b.src_mask, b.tgt_in), b.tgt_out, cfg.train.label_smoothing).item()
+            / b.n_tokens
+        )
     assert rows(run)[0]["loss"] == pytest.approx(expected, rel=1e-5)
     assert load_checkpoint(run / "best.pt")["step"] == 1  # a new run: its own step count
 
 
 def test_fresh_optimizer_unless_init_optimizer(tmp_path, parent):
     fresh = pipeline.train(load_config(*child(tmp_path / "a", parent, "train.max_steps=1"))).run
-    cont = pipeline.train(load_config(*child(tmp_path / "b", parent, "train.max_steps=1",
-                                             "train.init_optimizer=true"))).run
+    cont = pipeline.train(
+        load_config(
+            *child(tmp_path / "b", parent, "train.max_steps=1", "train.init_optimizer=true")
+        )
+    ).run
     parent_opt = load_checkpoint(step_checkpoints(parent)[-1])["optimizer"]["state"]
-    opt = {name: load_checkpoint(r / "best.pt")["optimizer"]["state"] for name, r in
-           (("fresh", fresh), ("cont", cont))}
+    opt = {
+        name: load_checkpoint(r / "best.pt")["optimizer"]["state"]
+        for name, r in (("fresh", fresh), ("cont", cont))
+    }
     assert opt["fresh"][0]["step"] == 1
     assert opt["cont"][0]["step"] == parent_opt[0]["step"] + 1
 
@@ -101,8 +140,7 @@ def test_a_vocab_section_that_disagrees_is_an_error_naming_both(tmp_path, parent
     assert not (tmp_path / "child").exists()
 
 
-def test_a_model_that_would_not_load_names_the_parameter_and_both_shapes(tmp_path, parent,
-                                                                        capsys):
+def test_a_model_that_would_not_load_names_the_parameter_and_both_shapes(tmp_path, parent, capsys):
     cfg, _ = child(tmp_path, parent)
     code = main(["train", str(cfg), "--set", "model.ff=48"])
     err = capsys.readouterr().err

@@ -1,5 +1,6 @@
 """The three architectures: shapes, masking, causality, incremental decoding, padding invariance,
 the seq2seq bottleneck, beam reordering, trainability, parameter counts and FLOP counts."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,26 +18,36 @@ PAD, BOS, EOS = 0, 2, 3
 V = 20  # toy vocabulary; real tokens are 4 .. V-1
 
 TINY_RNN = dict(emb_size=16, hidden_size=32, dropout=0.1)
-TINY = {"seq2seq": TINY_RNN, "rnnsearch": TINY_RNN,
-        "transformer": dict(d_model=32, heads=4, ff=64, dropout=0.1)}
+TINY = {
+    "seq2seq": TINY_RNN,
+    "rnnsearch": TINY_RNN,
+    "transformer": dict(d_model=32, heads=4, ff=64, dropout=0.1),
+}
 VARIANTS = {
     "seq2seq-gru": ("seq2seq", {}),
-    "seq2seq-lstm-2layer-reversed": ("seq2seq", dict(rnn_type="lstm", layers=2,
-                                                      reverse_source=True)),
+    "seq2seq-lstm-2layer-reversed": (
+        "seq2seq",
+        dict(rnn_type="lstm", layers=2, reverse_source=True),
+    ),
     "seq2seq-no-context-feed": ("seq2seq", dict(feed_context=False, deep_output="none")),
     "rnnsearch-bahdanau": ("rnnsearch", {}),
-    "rnnsearch-lstm-2layer-tanh": ("rnnsearch", dict(rnn_type="lstm", layers=2,
-                                                     deep_output="tanh")),
+    "rnnsearch-lstm-2layer-tanh": (
+        "rnnsearch",
+        dict(rnn_type="lstm", layers=2, deep_output="tanh"),
+    ),
     "rnnsearch-luong-dot": ("rnnsearch", dict(attention="luong_dot", enc_hidden_size=12)),
     "rnnsearch-luong-general": ("rnnsearch", dict(attention="luong_general", deep_output="none")),
     "transformer-pre": ("transformer", dict(layers=2)),
-    "transformer-post-learned": ("transformer", dict(layers=2, norm="post",
-                                                     positions="learned")),
-    "transformer-tied-untied-output": ("transformer", dict(tie_embeddings=True,
-                                                           tie_output=False)),
+    "transformer-post-learned": ("transformer", dict(layers=2, norm="post", positions="learned")),
+    "transformer-tied-untied-output": ("transformer", dict(tie_embeddings=True, tie_output=False)),
 }
-ATTENTION_VARIANTS = ["rnnsearch-bahdanau", "rnnsearch-luong-dot", "rnnsearch-luong-general",
-                      "transformer-pre", "transformer-post-learned"]
+ATTENTION_VARIANTS = [
+    "rnnsearch-bahdanau",
+    "rnnsearch-luong-dot",
+    "rnnsearch-luong-general",
+    "transformer-pre",
+    "transformer-post-learned",
+]
 
 
 def build(name: str, seed: int = 0, **overrides) -> NMTModel:
@@ -103,7 +114,7 @@ def test_output_shapes_and_distributions(name):
 def test_attention_never_reaches_padding_and_sums_to_one(name):
     model = build(name)
     src, mask = sentences([7, 4, 2, 5])
-    _, attn = step_by_step(model, src, mask, decoder_input([4, 4, 4, 4]))   # [B, T, S]
+    _, attn = step_by_step(model, src, mask, decoder_input([4, 4, 4, 4]))  # [B, T, S]
     assert torch.all(attn[~mask.unsqueeze(1).expand_as(attn)] == 0)
     torch.testing.assert_close(attn.sum(-1), torch.ones(4, 4))
     assert torch.all(attn[mask.unsqueeze(1).expand_as(attn)] > 0)
@@ -113,7 +124,7 @@ def test_transformer_reports_chosen_layer_and_head():
     model = build("transformer-pre")
     src, mask = sentences([6, 3])
     tgt_in = decoder_input([3, 3])
-    mean_last = step_by_step(model, src, mask, tgt_in)[1]         # defaults: last layer, mean
+    mean_last = step_by_step(model, src, mask, tgt_in)[1]  # defaults: last layer, mean
     heads = []
     for h in range(4):
         model.attn_head = h
@@ -131,9 +142,10 @@ def test_content_of_padded_positions_is_ignored(name):
     model = build(name)
     src, mask = sentences([7, 3])
     tgt_in = decoder_input([4, 4])
-    noisy = src.masked_fill(~mask, 9)                       # garbage ids where mask is False
-    torch.testing.assert_close(teacher_forced(model, noisy, mask, tgt_in),
-                               teacher_forced(model, src, mask, tgt_in))
+    noisy = src.masked_fill(~mask, 9)  # garbage ids where mask is False
+    torch.testing.assert_close(
+        teacher_forced(model, noisy, mask, tgt_in), teacher_forced(model, src, mask, tgt_in)
+    )
 
 
 @pytest.mark.parametrize("name", ["transformer-pre", "transformer-post-learned"])
@@ -144,7 +156,7 @@ def test_transformer_is_causal(name):
     before = teacher_forced(model, src, mask, tgt_in)
     for t in range(1, 7):
         changed = tgt_in.clone()
-        changed[:, t] = 4 + (changed[:, t] - 3) % (V - 4)     # a different real token
+        changed[:, t] = 4 + (changed[:, t] - 3) % (V - 4)  # a different real token
         after = teacher_forced(model, src, mask, changed)
         torch.testing.assert_close(after[:, :t], before[:, :t])
         assert not torch.allclose(after[:, t:], before[:, t:])
@@ -156,8 +168,9 @@ def test_incremental_decoding_equals_teacher_forcing(name):
     src, mask = sentences([8, 5, 2])
     tgt_in = decoder_input([7, 4, 6])
     incremental, _ = step_by_step(model, src, mask, tgt_in)
-    torch.testing.assert_close(incremental, teacher_forced(model, src, mask, tgt_in),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        incremental, teacher_forced(model, src, mask, tgt_in), atol=1e-5, rtol=0
+    )
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -170,9 +183,12 @@ def test_padding_in_the_batch_changes_nothing(name):
         batched_enc = model.encode(src, mask).memory[:1, :4]
         alone_enc = model.encode(alone_src, alone_mask).memory
     torch.testing.assert_close(batched_enc, alone_enc, atol=1e-5, rtol=0)
-    torch.testing.assert_close(teacher_forced(model, src, mask, tgt_in)[:1, :3],
-                               teacher_forced(model, alone_src, alone_mask, alone_tgt),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        teacher_forced(model, src, mask, tgt_in)[:1, :3],
+        teacher_forced(model, alone_src, alone_mask, alone_tgt),
+        atol=1e-5,
+        rtol=0,
+    )
 
 
 @pytest.mark.parametrize("name", ["rnnsearch-bahdanau", "transformer-pre"])
@@ -199,8 +215,9 @@ def _perturb_all_but_final(enc: EncoderOut) -> EncoderOut:
     return EncoderOut(enc.memory + noise * ~keep.unsqueeze(-1), enc.mask, enc.final)
 
 
-@pytest.mark.parametrize("name", ["seq2seq-gru", "seq2seq-lstm-2layer-reversed",
-                                  "rnnsearch-bahdanau"])
+@pytest.mark.parametrize(
+    "name", ["seq2seq-gru", "seq2seq-lstm-2layer-reversed", "rnnsearch-bahdanau"]
+)
 def test_only_rnnsearch_looks_past_the_final_encoder_state(name):
     model = build(name)
     src, mask = sentences([6, 4])
@@ -218,8 +235,9 @@ def test_only_rnnsearch_looks_past_the_final_encoder_state(name):
         assert (perturbed - clean).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("name", ["seq2seq-lstm-2layer-reversed", "rnnsearch-lstm-2layer-tanh",
-                                  "transformer-pre"])
+@pytest.mark.parametrize(
+    "name", ["seq2seq-lstm-2layer-reversed", "rnnsearch-lstm-2layer-tanh", "transformer-pre"]
+)
 def test_state_select_reorders_rows(name):
     model = build(name)
     src, mask = sentences([6, 3, 5])
@@ -240,8 +258,9 @@ def test_state_select_reorders_rows(name):
         torch.testing.assert_close(after_picked, after_full[index])
 
 
-@pytest.mark.parametrize("arch,steps,lr", [("seq2seq", 200, 1e-2), ("rnnsearch", 150, 1e-2),
-                                           ("transformer", 150, 3e-3)])
+@pytest.mark.parametrize(
+    "arch,steps,lr", [("seq2seq", 200, 1e-2), ("rnnsearch", 150, 1e-2), ("transformer", 150, 3e-3)]
+)
 def test_overfits_a_toy_set(arch, steps, lr):
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
@@ -249,13 +268,14 @@ def test_overfits_a_toy_set(arch, steps, lr):
     src, mask = sentences(lengths, seed=3)
     tgt_lengths = torch.randint(3, 8, (20,), generator=g).tolist()
     tgt_in = decoder_input(tgt_lengths, seed=4)
-    tgt_out, _ = sentences(tgt_lengths, seed=4)               # tokens + [EOS]: tgt_in shifted
+    tgt_out, _ = sentences(tgt_lengths, seed=4)  # tokens + [EOS]: tgt_in shifted
     model = build_model(model_config(arch, **{**TINY[arch], "dropout": 0.0}), V, V)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     first = None
     for _ in range(steps):
-        loss = F.cross_entropy(model(src, mask, tgt_in).flatten(0, 1), tgt_out.flatten(),
-                               ignore_index=PAD)
+        loss = F.cross_entropy(
+            model(src, mask, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=PAD
+        )
         first = first if first is not None else loss.item()
         opt.zero_grad()
         loss.backward()
@@ -267,28 +287,53 @@ def test_parameter_counts():
     Vs = Vt = V
     E, H, L = 16, 32, 1
     # seq2seq, GRU, feed_context, maxout output of E units:
-    gru = lambda i, h: 3 * h * (i + h) + 2 * 3 * h     # W_ih, W_hh, b_ih, b_hh
-    seq2seq = (Vs * E + gru(E, H)                        # source embedding + encoder
-               + H * L * H + L * H                       # s_0 = tanh(W c)
-               + Vt * E + gru(E + H, H)                  # target embedding + decoder
-               + (H + E + H) * 2 * E + 2 * E             # maxout over [s; y; c]
-               + E * Vt + Vt)                            # vocabulary projection
+
+    def gru(i: int, h: int) -> int:
+        return 3 * h * (i + h) + 2 * 3 * h  # W_ih, W_hh, b_ih, b_hh
+
+    seq2seq = (
+        Vs * E
+        + gru(E, H)  # source embedding + encoder
+        + H * L * H
+        + L * H  # s_0 = tanh(W c)
+        + Vt * E
+        + gru(E + H, H)  # target embedding + decoder
+        + (H + E + H) * 2 * E
+        + 2 * E  # maxout over [s; y; c]
+        + E * Vt
+        + Vt
+    )  # vocabulary projection
     assert build("seq2seq-gru").num_parameters() == seq2seq == 17300
     # rnnsearch, GRU, encoder E_h = H/2 per direction, additive attention of size A = H:
     Eh, A = H // 2, H
-    rnnsearch = (Vs * E + 2 * gru(E, Eh)                 # bidirectional encoder
-                 + Eh * H + H                            # s_0 = tanh(W_s h_1^bwd)
-                 + H * A + (2 * Eh * A + A) + A          # W, U (+bias), v
-                 + Vt * E + (E * 3 * H + 3 * H) + 2 * Eh * 3 * H + (H * 3 * H + 3 * H)  # cell
-                 + (H + E + 2 * Eh) * 2 * E + 2 * E + E * Vt + Vt)                    # output
+    rnnsearch = (
+        Vs * E
+        + 2 * gru(E, Eh)  # bidirectional encoder
+        + Eh * H
+        + H  # s_0 = tanh(W_s h_1^bwd)
+        + H * A
+        + (2 * Eh * A + A)
+        + A  # W, U (+bias), v
+        + Vt * E
+        + (E * 3 * H + 3 * H)
+        + 2 * Eh * 3 * H
+        + (H * 3 * H + 3 * H)  # cell
+        + (H + E + 2 * Eh) * 2 * E
+        + 2 * E
+        + E * Vt
+        + Vt
+    )  # output
     assert build("rnnsearch-bahdanau").num_parameters() == rnnsearch
     # transformer, d=32, ff=64, 2+2 layers, pre-norm, sinusoidal, output tied to target emb:
     d, ff, L = 32, 64, 2
     attn, ffn, ln = 4 * (d * d + d), d * ff + ff + ff * d + d, 2 * d
-    transformer = (Vs * d + Vt * d                       # embeddings (output projection tied)
-                   + L * (attn + ffn + 2 * ln)           # encoder layers
-                   + L * (2 * attn + ffn + 3 * ln)       # decoder layers
-                   + 2 * ln)                             # final encoder / decoder norms
+    transformer = (
+        Vs * d
+        + Vt * d  # embeddings (output projection tied)
+        + L * (attn + ffn + 2 * ln)  # encoder layers
+        + L * (2 * attn + ffn + 3 * ln)  # decoder layers
+        + 2 * ln
+    )  # final encoder / decoder norms
     assert build("transformer-pre").num_parameters() == transformer == 44160
 
 

@@ -1,5 +1,6 @@
 """Precision: what `auto` picks, the dtype recurrent layers run in under autocast, bf16 on CPU for
 every architecture (forward, greedy and beam), dropout off the CPU, TF32, one-line errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -42,7 +43,8 @@ def _rnn_output(rnn_type: str, bidirectional: bool, packed: bool) -> torch.Tenso
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
 @pytest.mark.parametrize("bidirectional,packed", [(True, True), (False, True), (False, False)])
 def test_recurrent_layers_run_in_fp32_under_bf16_autocast_without_bf16_units(
-        monkeypatch, rnn_type, bidirectional, packed):
+    monkeypatch, rnn_type, bidirectional, packed
+):
     # An unpacked LSTM under CPU bf16 autocast used to crash in oneDNN ("could not create a
     # primitive descriptor for the LSTM forward propagation primitive").
     monkeypatch.setattr(rnn_mod, "bf16_is_fast", lambda device: False)
@@ -75,8 +77,11 @@ def test_recurrent_layers_keep_their_dtype_outside_autocast():
 def test_every_architecture_trains_and_decodes_under_bf16_autocast_on_cpu(name):
     arch, kw = VARIANTS[name]
     torch.manual_seed(0)
-    sizes = (dict(d_model=32, heads=4, ff=64) if arch == "transformer"
-             else dict(emb_size=16, hidden_size=32))
+    sizes = (
+        dict(d_model=32, heads=4, ff=64)
+        if arch == "transformer"
+        else dict(emb_size=16, hidden_size=32)
+    )
     model = build_model(model_config(arch, dropout=0.1, **sizes, **kw), V, V)
     src, mask = _sources()
     tgt_in = torch.tensor([[2, 5, 6, 7], [2, 8, 9, 0], [2, 10, 0, 0]])
@@ -133,8 +138,11 @@ def test_bf16_on_a_gpu_without_bf16_is_a_one_line_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla V100-SXM2-16GB")
-    with pytest.raises(NmtError, match=r"'train.precision: bf16' is not supported by this GPU "
-                                       r"\(Tesla V100-SXM2-16GB\); use fp16 or fp32"):
+    with pytest.raises(
+        NmtError,
+        match=r"'train.precision: bf16' is not supported by this GPU "
+        r"\(Tesla V100-SXM2-16GB\); use fp16 or fp32",
+    ):
         precision.autocast_for("bf16", torch.device("cuda"))
 
 
@@ -145,17 +153,26 @@ def test_fp16_on_cpu_is_a_one_line_error():
 
 def test_decoding_uses_the_run_precision_where_the_device_runs_it(monkeypatch):
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
-    assert [precision.decode_precision(p, CPU) for p in ("auto", "fp32", "bf16", "fp16")] == \
-        ["fp32", "fp32", "fp32", "fp32"]
+    assert [precision.decode_precision(p, CPU) for p in ("auto", "fp32", "bf16", "fp16")] == [
+        "fp32",
+        "fp32",
+        "fp32",
+        "fp32",
+    ]
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
-    assert [precision.decode_precision(p, CPU) for p in ("auto", "fp32", "bf16", "fp16")] == \
-        ["bf16", "fp32", "bf16", "bf16"]
+    assert [precision.decode_precision(p, CPU) for p in ("auto", "fp32", "bf16", "fp16")] == [
+        "bf16",
+        "fp32",
+        "bf16",
+        "bf16",
+    ]
 
 
 def test_dropout_is_torch_dropout_off_the_cpu(monkeypatch):
     calls = []
-    monkeypatch.setattr(dropout_mod.F, "dropout",
-                        lambda x, p, training: calls.append((x.device.type, p)) or x)
+    monkeypatch.setattr(
+        dropout_mod.F, "dropout", lambda x, p, training: calls.append((x.device.type, p)) or x
+    )
     x = torch.empty(4, 8, device="meta")  # stands in for a CUDA tensor
     dropout_mod.byte_dropout(x, 0.3)
     dropout_mod.byte_dropout(torch.ones(4, 8), 0.3)  # CPU: the byte-mask kernel
@@ -181,9 +198,8 @@ def test_cpu_flags_come_from_proc_cpuinfo():
 
 def test_tf32_is_on_by_default():
     from nmt.config import TrainConfig
+
     assert TrainConfig().tf32 is True and TrainConfig().precision == "auto"
-
-
 
 
 def test_decoding_device_is_the_training_device_and_cuda_without_cuda_is_one_line(monkeypatch):
@@ -193,8 +209,11 @@ def test_decoding_device_is_the_training_device_and_cuda_without_cuda_is_one_lin
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     trained_on_gpu = make_config(data={"source": "synthetic"}, train={"device": "cuda"})
     assert decoding_device(None, trained_on_gpu) == CPU  # this machine has no GPU
-    with pytest.raises(NmtError, match=r"--device cuda: no CUDA device is available \(use "
-                                       r"--device cpu\)"):
+    with pytest.raises(
+        NmtError,
+        match=r"--device cuda: no CUDA device is available \(use "
+        r"--device cpu\)",
+    ):
         decoding_device("cuda", trained_on_gpu)
     with pytest.raises(NmtError, match="--device: expected cpu, cuda or cuda:N, got 'gpu'"):
         decoding_device("gpu", trained_on_gpu)

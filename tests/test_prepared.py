@@ -1,8 +1,8 @@
 """The prepared corpus: encoded once, memory-mapped, keyed by what changes the ids, built
 atomically; its batches cover every kept pair once per epoch, the same way run after run."""
+
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -17,7 +17,7 @@ import torch
 from conftest import REPO, make_config, tiny_pairs
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
-from nmt.config import dump_yaml, load_config
+from nmt.config import dump_yaml
 from nmt.data import prepared
 from nmt.data.prepared import corpus_key, ensure_prepared, open_prepared, prepared_corpus
 from nmt.errors import NmtError
@@ -31,9 +31,19 @@ def write_corpus(d: Path, pairs: list[tuple[str, str]], split: str = "train") ->
 
 
 def config(d: Path, root: Path, data: dict | None = None, vocab: dict | None = None, **sections):
-    return make_config(data={"source": "local", "path": str(d), "src_lang": "de", "tgt_lang": "en",
-                             "prepared_dir": str(root), "batch_tokens": 300, **(data or {})},
-                       vocab={"type": "word", "size": 100, **(vocab or {})}, **sections)
+    return make_config(
+        data={
+            "source": "local",
+            "path": str(d),
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "prepared_dir": str(root),
+            "batch_tokens": 300,
+            **(data or {}),
+        },
+        vocab={"type": "word", "size": 100, **(vocab or {})},
+        **sections,
+    )
 
 
 @pytest.fixture
@@ -44,8 +54,12 @@ def corpus_dir(tmp_path: Path) -> Path:
 
 def test_every_kept_pair_is_in_exactly_one_batch_per_epoch(corpus_dir, tmp_path):
     corpus = prepared_corpus(config(corpus_dir, tmp_path / "p", {"max_len": 20}))
-    assert (corpus.stats.total, corpus.stats.kept, corpus.stats.empty,
-            corpus.stats.too_long) == (402, 400, 1, 1)
+    assert (corpus.stats.total, corpus.stats.kept, corpus.stats.empty, corpus.stats.too_long) == (
+        402,
+        400,
+        1,
+        1,
+    )
     batcher = corpus.batcher(config(corpus_dir, tmp_path / "p").data, seed=4)
     for epoch in range(3):
         seen = np.concatenate(batcher.epoch(epoch))
@@ -70,21 +84,46 @@ def test_the_same_batches_run_after_run(corpus_dir, tmp_path):
     cfg_file = tmp_path / "cfg.yaml"
     cfg_file.write_text(dump_yaml(config(corpus_dir, tmp_path / "p")))
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "random"}
-    here = subprocess.run([sys.executable, "-c", PLAN, str(cfg_file)], env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()  # prepares
-    again = subprocess.run([sys.executable, "-c", PLAN, str(cfg_file)], env=env, check=True,
-                           capture_output=True, text=True).stdout.strip()  # maps
+    here = subprocess.run(
+        [sys.executable, "-c", PLAN, str(cfg_file)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()  # prepares
+    again = subprocess.run(
+        [sys.executable, "-c", PLAN, str(cfg_file)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()  # maps
     assert len(here) == 40 and here == again
 
 
-def test_resume_mid_epoch_from_the_prepared_corpus_is_bit_exact(corpus_dir, tmp_path,
-                                                                monkeypatch):
+def test_resume_mid_epoch_from_the_prepared_corpus_is_bit_exact(corpus_dir, tmp_path, monkeypatch):
     def cfg(name: str, steps: int):
-        return config(corpus_dir, tmp_path / "p", {"splits": {"train": "train"}},
-                      model={"arch": "transformer", "d_model": 16, "heads": 2, "ff": 32,
-                             "layers": 1, "dropout": 0.1},
-                      train={"run_dir": str(tmp_path / name), "max_steps": steps, "threads": 1,
-                             "valid_every": 1000, "log_every": 100})
+        return config(
+            corpus_dir,
+            tmp_path / "p",
+            {"splits": {"train": "train"}},
+            model={
+                "arch": "transformer",
+                "d_model": 16,
+                "heads": 2,
+                "ff": 32,
+                "layers": 1,
+                "dropout": 0.1,
+            },
+            train={
+                "run_dir": str(tmp_path / name),
+                "max_steps": steps,
+                "threads": 1,
+                "valid_every": 1000,
+                "log_every": 100,
+            },
+        )
+
     whole = pipeline.train(cfg("a", 12)).run
     part = pipeline.train(cfg("b", 5)).run
     progress = load_checkpoint(step_checkpoints(part)[-1])["progress"]
@@ -92,6 +131,7 @@ def test_resume_mid_epoch_from_the_prepared_corpus_is_bit_exact(corpus_dir, tmp_
 
     def encode_again(*a, **k):
         raise AssertionError("the resumed run encoded the corpus again")
+
     monkeypatch.setattr(prepared, "_build", encode_again)
     pipeline.train(cfg("b", 12), resume=True)
     a, b = (load_checkpoint(step_checkpoints(r)[-1])["model"] for r in (whole, part))
@@ -101,8 +141,12 @@ def test_resume_mid_epoch_from_the_prepared_corpus_is_bit_exact(corpus_dir, tmp_
 def kill_midway(cfg_file: Path, root: Path) -> None:
     """Start `nmt prepare` and SIGKILL it once it is encoding (its subword model is written)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "prepare", str(cfg_file)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "prepare", str(cfg_file)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while not list(root.glob(".tmp-*/spm.model")):
         assert proc.poll() is None and time.time() < deadline, "prepare ended before the kill"
@@ -119,7 +163,7 @@ def test_a_prepare_killed_midway_is_redone_cleanly(tmp_path):
     cfg_file.write_text(dump_yaml(cfg))
     kill_midway(cfg_file, root)
     assert not (root / corpus_key(cfg)).exists()  # nothing a later run could take as complete
-    assert list(root.glob(".tmp-*"))              # the killed one's partial files
+    assert list(root.glob(".tmp-*"))  # the killed one's partial files
 
     path, built = ensure_prepared(cfg)
     assert built and not list(root.glob(".tmp-*"))
@@ -131,18 +175,31 @@ def test_a_prepare_killed_midway_is_redone_cleanly(tmp_path):
     assert all(np.array_equal(x, y) for x, y in zip(a.tgt.rows(rows), b.tgt.rows(rows)))
 
 
-@pytest.mark.parametrize("change", [
-    {"data": {"max_len": 7}}, {"data": {"max_ratio": 1.5}}, {"data": {"lowercase": True}},
-    {"data": {"src_lang": "en", "tgt_lang": "de"}}, {"vocab": {"size": 60}},
-    {"vocab": {"type": "unigram"}}, {"vocab": {"joint": False}},
-    {"vocab": {"max_sentences": 150}}, {"train": {"seed": 9}}])
-def test_a_changed_data_or_vocab_section_never_reuses_a_stale_corpus(corpus_dir, tmp_path,
-                                                                     change):
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"data": {"max_len": 7}},
+        {"data": {"max_ratio": 1.5}},
+        {"data": {"lowercase": True}},
+        {"data": {"src_lang": "en", "tgt_lang": "de"}},
+        {"vocab": {"size": 60}},
+        {"vocab": {"type": "unigram"}},
+        {"vocab": {"joint": False}},
+        {"vocab": {"max_sentences": 150}},
+        {"train": {"seed": 9}},
+    ],
+)
+def test_a_changed_data_or_vocab_section_never_reuses_a_stale_corpus(corpus_dir, tmp_path, change):
     root = tmp_path / "p"
     base = config(corpus_dir, root)
     path, _ = ensure_prepared(base)
-    changed = config(corpus_dir, root, change.get("data"), change.get("vocab"),
-                     **({"train": change["train"]} if "train" in change else {}))
+    changed = config(
+        corpus_dir,
+        root,
+        change.get("data"),
+        change.get("vocab"),
+        **({"train": change["train"]} if "train" in change else {}),
+    )
     other, built = ensure_prepared(changed)
     assert built and other != path
     if "max_len" in change.get("data", {}):
@@ -152,16 +209,20 @@ def test_a_changed_data_or_vocab_section_never_reuses_a_stale_corpus(corpus_dir,
 def test_edited_corpus_files_are_prepared_again_batch_settings_are_not(corpus_dir, tmp_path):
     root = tmp_path / "p"
     path, _ = ensure_prepared(config(corpus_dir, root))
-    assert ensure_prepared(config(corpus_dir, root, {"batch_tokens": 999, "batch_size": 8,
-                                                     "workers": 2})) == (path, False)
+    assert ensure_prepared(
+        config(corpus_dir, root, {"batch_tokens": 999, "batch_size": 8, "workers": 2})
+    ) == (path, False)
     write_corpus(corpus_dir, tiny_pairs(300, seed=8))
     other, built = ensure_prepared(config(corpus_dir, root))
     assert built and other != path and open_prepared(other).stats.total == 300
 
 
 def mapped_files() -> set[str]:
-    return {line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
-            if line.endswith(".arrow")}
+    return {
+        line.split()[-1]
+        for line in Path("/proc/self/maps").read_text().splitlines()
+        if line.endswith(".arrow")
+    }
 
 
 def test_two_ranks_map_one_copy_and_only_rank_0_encodes(corpus_dir, tmp_path, monkeypatch):
@@ -170,6 +231,7 @@ def test_two_ranks_map_one_copy_and_only_rank_0_encodes(corpus_dir, tmp_path, mo
 
     def encode_again(*a, **k):
         raise AssertionError("rank 1 encoded the corpus again")
+
     monkeypatch.setattr(prepared, "_build", encode_again)
     rank1 = pipeline._training_corpus(cfg, rank=1, ckpt_tok=None)
     assert rank0.files == rank1.files
@@ -188,6 +250,7 @@ def test_streamed_training_split_errors_name_the_file_and_line(tmp_path):
     (d / "train.en").write_text("one\ntwo\n")
     with pytest.raises(NmtError) as e:
         prepared_corpus(config(d, tmp_path / "p"))
-    assert str(e.value) == (f"line counts differ: {d / 'train.de'} has 5 lines, "
-                            f"{d / 'train.en'} has 2")
+    assert str(e.value) == (
+        f"line counts differ: {d / 'train.de'} has 5 lines, {d / 'train.en'} has 2"
+    )
     assert not list((tmp_path / "p").glob("*/meta.json"))  # nothing prepared from bad data

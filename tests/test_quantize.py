@@ -1,11 +1,13 @@
 """int8 inference: every architecture's quantized logits stay close to fp32, a trained model
 translates (nearly) the same, and --int8 off the CPU is a one-line error."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 import yaml
 
+from conftest import make_config
 from nmt import pipeline
 from nmt.checkpoint import load_model
 from nmt.cli import main
@@ -14,7 +16,6 @@ from nmt.data.corpus import load_split
 from nmt.models import build_model
 from nmt.models.quantize import quantize_int8
 from nmt.translate import translate_texts
-from conftest import make_config
 
 MODELS = {
     "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},
@@ -30,8 +31,9 @@ def test_int8_logits_are_close_to_fp32_for_every_architecture(arch):
     model = build_model(cfg.model, 50, 50).eval()
     q = quantize_int8(model)
     kinds = {m._get_name() for m in q.modules()}
-    assert "DynamicQuantizedLinear" in kinds and not any(type(m) is torch.nn.Linear
-                                                          for m in q.modules())
+    assert "DynamicQuantizedLinear" in kinds and not any(
+        type(m) is torch.nn.Linear for m in q.modules()
+    )
     src = torch.randint(4, 50, (3, 9))
     mask = torch.ones_like(src, dtype=torch.bool)
     tgt = torch.randint(4, 50, (3, 7))
@@ -43,14 +45,32 @@ def test_int8_logits_are_close_to_fp32_for_every_architecture(arch):
 
 
 def test_int8_translations_of_a_trained_model_match_fp32(tmp_path, capsys):
-    cfg = {"data": {"source": "synthetic", "batch_tokens": 600,
-                    "synthetic": {"train": 1000, "valid": 40, "test": 100, "lexicon": 30,
-                                  "max_words": 12, "seed": 3}},
-           "vocab": {"type": "word", "size": 200},
-           "model": {**MODELS["transformer"], "dropout": 0.0, "tie_embeddings": True},
-           "train": {"run_dir": str(tmp_path / "run"), "max_steps": 80, "lr": 0.003,
-                     "valid_every": 10000, "progress": False, "seed": 7, "threads": 1},
-           "decode": {"beam": 1}}
+    cfg = {
+        "data": {
+            "source": "synthetic",
+            "batch_tokens": 600,
+            "synthetic": {
+                "train": 1000,
+                "valid": 40,
+                "test": 100,
+                "lexicon": 30,
+                "max_words": 12,
+                "seed": 3,
+            },
+        },
+        "vocab": {"type": "word", "size": 200},
+        "model": {**MODELS["transformer"], "dropout": 0.0, "tie_embeddings": True},
+        "train": {
+            "run_dir": str(tmp_path / "run"),
+            "max_steps": 80,
+            "lr": 0.003,
+            "valid_every": 10000,
+            "progress": False,
+            "seed": 7,
+            "threads": 1,
+        },
+        "decode": {"beam": 1},
+    }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     run = pipeline.train(load_config(tmp_path / "c.yaml")).run
     c, model, tok, _ = load_model(run)

@@ -1,5 +1,6 @@
 """The architecture registry: each architecture's config keys live with its model, the config
 loader checks `model:` against the chosen architecture, and a new architecture is one file."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -69,13 +70,31 @@ TINY_ARCH = textwrap.dedent('''
 
 
 def write(tmp_path: Path, model: dict, name: str = "cfg.yaml", **train) -> Path:
-    cfg = {"data": {"source": "synthetic", "batch_tokens": 300,
-                    "synthetic": {"train": 200, "valid": 10, "test": 10, "lexicon": 20,
-                                  "max_words": 8, "seed": 5}},
-           "vocab": {"type": "word", "size": 200}, "model": model,
-           "train": {"run_dir": str(tmp_path / "run"), "max_steps": 4, "log_every": 2,
-                     "progress": False, "threads": 1, **train},
-           "decode": {"beam": 2}}
+    cfg = {
+        "data": {
+            "source": "synthetic",
+            "batch_tokens": 300,
+            "synthetic": {
+                "train": 200,
+                "valid": 10,
+                "test": 10,
+                "lexicon": 20,
+                "max_words": 8,
+                "seed": 5,
+            },
+        },
+        "vocab": {"type": "word", "size": 200},
+        "model": model,
+        "train": {
+            "run_dir": str(tmp_path / "run"),
+            "max_steps": 4,
+            "log_every": 2,
+            "progress": False,
+            "threads": 1,
+            **train,
+        },
+        "decode": {"beam": 2},
+    }
     path = tmp_path / name
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -91,8 +110,16 @@ def error_of(capsys, *args: str) -> str:
 def test_a_key_of_another_architecture_is_an_error_naming_its_owner(tmp_path, capsys):
     # The issue's example: heads and d_model mean nothing to an RNN.
     cfg = write(tmp_path, {"arch": "rnnsearch"})
-    err = error_of(capsys, "train", str(cfg), "--dry-run", "--set", "model.heads=8",
-                   "--set", "model.d_model=100")
+    err = error_of(
+        capsys,
+        "train",
+        str(cfg),
+        "--dry-run",
+        "--set",
+        "model.heads=8",
+        "--set",
+        "model.d_model=100",
+    )
     assert "unknown key 'model.d_model'" in err or "unknown key 'model.heads'" in err
     assert "the 'rnnsearch' architecture has no such key (it belongs to transformer)" in err
     assert not (tmp_path / "run").exists()
@@ -154,5 +181,6 @@ def test_a_new_architecture_is_one_file(tmp_path, monkeypatch):
             load_config(write(tmp_path, {"arch": "bag", "hidden_size": 3}, name="bad.yaml"))
     finally:  # leave the registry as other tests expect it
         from nmt.models import registry
+
         registry._BUILDERS.pop("bag", None)
         registry._CONFIGS.pop("bag", None)

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nmt.compare import compare_reports, load_comparison, paired, verdicts
 from nmt.errors import NmtError
 from nmt.evaluate import score_report
-from nmt.compare import compare_reports, load_comparison, paired, verdicts
 from nmt.report import bucket_table, plot_attention, plot_bleu_by_length, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -48,33 +48,61 @@ def test_bucket_table_has_a_row_per_bucket_and_a_column_per_model():
 
 
 def test_bucket_table_drops_empty_buckets_and_says_so_under_the_table():
-    scores = {"bleu": 12.5, "n": 3, "buckets": [{"lo": 1, "hi": 10, "n": 3, "bleu": 12.5},
-                                               {"lo": 11, "hi": 20, "n": 0, "bleu": None},
-                                               {"lo": 21, "hi": None, "n": 0, "bleu": None}]}
+    scores = {
+        "bleu": 12.5,
+        "n": 3,
+        "buckets": [
+            {"lo": 1, "hi": 10, "n": 3, "bleu": 12.5},
+            {"lo": 11, "hi": 20, "n": 0, "bleu": None},
+            {"lo": 21, "hi": None, "n": 0, "bleu": None},
+        ],
+    }
     table, note = bucket_table({"m": scores}).split("\n\n")
     assert table_rows(table) == [["1-10", "3", "12.50"], ["all", "3", "12.50"]]
-    assert note.strip() == "Empty buckets not shown: 11-20, 21+ source words (no sentence that long)."
+    assert (
+        note.strip() == "Empty buckets not shown: 11-20, 21+ source words (no sentence that long)."
+    )
 
 
 def test_bucket_table_shows_intervals_and_p_values_against_the_first_model():
     a, b = make_scores(0, samples=100), make_scores(1, samples=100)
-    tests = {"b": {"p": {"bleu": 0.0004}, "samples": 100,
-                   "buckets": [{"bleu": 0.2 if x["n"] else None} for x in a["buckets"]]}}
+    tests = {
+        "b": {
+            "p": {"bleu": 0.0004},
+            "samples": 100,
+            "buckets": [{"bleu": 0.2 if x["n"] else None} for x in a["buckets"]],
+        }
+    }
     table = bucket_table({"a": a, "b": b}, tests=tests)
     header = [c.strip() for c in table.split("\n")[0].strip("|").split("|")]
     assert header == ["source words", "n", "a", "b", "p (b)"]
     rows = table_rows(table.split("\n\n")[0])
     lo, hi = a["bleu_ci"]
-    assert rows[-1] == ["all", "40", f"{a['bleu']:.2f} [{lo:.1f}, {hi:.1f}]",
-                        f"{b['bleu']:.2f} [{b['bleu_ci'][0]:.1f}, {b['bleu_ci'][1]:.1f}]", "<0.001 *"]
+    assert rows[-1] == [
+        "all",
+        "40",
+        f"{a['bleu']:.2f} [{lo:.1f}, {hi:.1f}]",
+        f"{b['bleu']:.2f} [{b['bleu_ci'][0]:.1f}, {b['bleu_ci'][1]:.1f}]",
+        "<0.001 *",
+    ]
     assert all(r[-1] == "0.200" for r in rows[:-1])
     assert "95% bootstrap interval (100 resamples" in table
     assert "paired bootstrap test against a (100 resamples); * p < 0.05" in table
 
 
 def test_models_with_different_buckets_cannot_be_tabled():
-    a = {"buckets": [{"lo": 1, "hi": 10, "n": 1, "bleu": 1.0}, {"lo": 11, "hi": None, "n": 1, "bleu": 1.0}]}
-    b = {"buckets": [{"lo": 1, "hi": 20, "n": 1, "bleu": 1.0}, {"lo": 21, "hi": None, "n": 1, "bleu": 1.0}]}
+    a = {
+        "buckets": [
+            {"lo": 1, "hi": 10, "n": 1, "bleu": 1.0},
+            {"lo": 11, "hi": None, "n": 1, "bleu": 1.0},
+        ]
+    }
+    b = {
+        "buckets": [
+            {"lo": 1, "hi": 20, "n": 1, "bleu": 1.0},
+            {"lo": 21, "hi": None, "n": 1, "bleu": 1.0},
+        ]
+    }
     with pytest.raises(NmtError, match="different length buckets"):
         bucket_table({"a": a, "b": b})
 
@@ -96,8 +124,9 @@ def test_compare_reports_writes_plot_and_table_for_two_runs(tmp_path):
     for name, seed in [("rnnsearch", 0), ("transformer", 1)]:
         write(tmp_path / name, seed)
     out = tmp_path / "cmp"
-    table = compare_reports([str(tmp_path / "rnnsearch"), str(tmp_path / "transformer")], out,
-                            n_samples=100)
+    table = compare_reports(
+        [str(tmp_path / "rnnsearch"), str(tmp_path / "transformer")], out, n_samples=100
+    )
     assert (out / "compare.png").read_bytes()[:8] == PNG_MAGIC
     assert (out / "compare.md").read_text() == table
     assert table.startswith("## BLEU by source length") and "## chrF by source length" in table
@@ -131,16 +160,21 @@ def test_compare_takes_run_directories_names_them_and_picks_reports(tmp_path):
     # reports inside runs are named after their runs; two of one run get their report names
     reports = [str(tmp_path / "a" / "eval_test_beam1"), str(tmp_path / "a" / "eval_test_beam5")]
     assert list(load_comparison(reports).scores) == ["a (eval_test_beam1)", "a (eval_test_beam5)"]
-    with pytest.raises(NmtError, match="no report for split valid in .*reports there: "
-                                       "eval_test_beam1, eval_test_beam5"):
+    with pytest.raises(
+        NmtError,
+        match="no report for split valid in .*reports there: eval_test_beam1, eval_test_beam5",
+    ):
         load_comparison(runs, split="valid")
 
 
 def test_compare_refuses_reports_on_different_test_sets(tmp_path):
     write(tmp_path / "a", 0, test_set={"split": "test", "sha256": "1"})
     write(tmp_path / "b", 1, test_set={"split": "valid", "sha256": "2"})
-    with pytest.raises(NmtError, match="'b' \\(valid, 40 sentences\\) and 'a' \\(test, 40 "
-                                       "sentences\\) were scored on different test sets"):
+    with pytest.raises(
+        NmtError,
+        match="'b' \\(valid, 40 sentences\\) and 'a' \\(test, 40 "
+        "sentences\\) were scored on different test sets",
+    ):
         compare_reports([str(tmp_path / "a"), str(tmp_path / "b")], tmp_path / "cmp")
 
 
@@ -148,10 +182,14 @@ def test_paired_test_in_compare_finds_a_clearly_better_system_and_not_an_identic
     srcs = [" ".join(["w"] * (3 + i % 25)) for i in range(150)]
     refs = [f"the {i} cat sat on the mat near the door today" for i in range(150)]
     worse = [f"a {i} dog sat" for i in range(150)]
-    for name, hyps in (("base", refs[:75] + worse[75:]), ("same", refs[:75] + worse[75:]),
-                       ("better", refs)):
-        write_report(tmp_path / name, score_report(srcs, hyps, refs), hyps, plot=False,
-                     srcs=srcs, refs=refs)
+    for name, hyps in (
+        ("base", refs[:75] + worse[75:]),
+        ("same", refs[:75] + worse[75:]),
+        ("better", refs),
+    ):
+        write_report(
+            tmp_path / name, score_report(srcs, hyps, refs), hyps, plot=False, srcs=srcs, refs=refs
+        )
     comp = load_comparison([str(tmp_path / n) for n in ("base", "same", "better")])
     paired(comp, n_samples=200)
     assert comp.tests["same"]["p"]["bleu"] == 1.0
@@ -195,8 +233,13 @@ def test_surfaces_are_the_input_text_of_each_piece_unknown_words_included(tmp_pa
 
     text = tmp_path / "train.txt"
     text.write_text("".join(f"the cat sat on the mat number {i}\n" for i in range(200)))
-    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "m"),
-                                   vocab_size=30, model_type="unigram", minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        input=str(text),
+        model_prefix=str(tmp_path / "m"),
+        vocab_size=30,
+        model_type="unigram",
+        minloglevel=2,
+    )
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "m.model"))
     sentence = "the cat sat on Zürich"
     got = surfaces(sp, sentence)

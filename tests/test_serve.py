@@ -1,6 +1,7 @@
 """`nmt serve` over HTTP (FastAPI's TestClient): answers equal `nmt translate`'s, every bad input
 is a 4xx JSON error naming its field, merged batches answer as if each request were alone, a full
 queue answers 503 and a slow answer 504, and no request takes the model down."""
+
 from __future__ import annotations
 
 import json
@@ -66,6 +67,7 @@ def post(client, body) -> tuple[int, dict]:
 
 # ---------------------------------------------------------------------------------- answers
 
+
 def test_translations_equal_nmt_translate(client, tiny_transformer_run, sources, tmp_path):
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("".join(s + "\n" for s in sources[:8]), "utf-8")
@@ -100,13 +102,17 @@ def test_health_model_page_and_openapi(client):
     assert model["step"] == 40 and model["attention_layers"] == 2 and model["parameters"] > 0
     page = client.get("/")
     assert page.status_code == 200 and 'id="heatmap"' in page.text
-    assert "http://" not in page.text and "https://" not in page.text   # nothing from a CDN
+    assert "http://" not in page.text and "https://" not in page.text  # nothing from a CDN
     for asset in ("app.js", "style.css"):
         assert client.get(f"/static/{asset}").status_code == 200
     schema = client.get("/openapi.json").json()
     request = schema["paths"]["/v1/translate"]["post"]["requestBody"]["content"]
     assert set(request["application/json"]["schema"]["properties"]) >= {
-        "text", "beam", "nbest", "alignment"}
+        "text",
+        "beam",
+        "nbest",
+        "alignment",
+    }
 
 
 # ---------------------------------------------------------------------------------- bad input
@@ -156,6 +162,7 @@ def test_unknown_route_and_method_are_json_errors(client):
 
 # ---------------------------------------------------------------------------------- batching
 
+
 def test_answer_is_the_same_whatever_else_is_in_the_batch(translator, sources):
     """Requests queued together are decoded as one padded batch; each answer equals decoding
     that request alone (text, scores, pieces and alignment)."""
@@ -163,7 +170,7 @@ def test_answer_is_the_same_whatever_else_is_in_the_batch(translator, sources):
     alone = [translator.translate([s], beam=3, nbest=2, alignment=True)[0] for s in sources]
     held = Held(translator)
     batcher = Batcher(held, max_batch_tokens=10_000, max_wait_ms=2000, queue_size=64)
-    futures = [batcher.submit([s], options) for s in sources]   # all queued before the start
+    futures = [batcher.submit([s], options) for s in sources]  # all queued before the start
     batcher.start()
     try:
         merged = [f.result(30)[0] for f in futures]
@@ -176,7 +183,8 @@ def test_answer_is_the_same_whatever_else_is_in_the_batch(translator, sources):
         assert [h.score for h in m.nbest] == pytest.approx([h.score for h in a.nbest], abs=1e-4)
         assert m.tgt_pieces == a.tgt_pieces and m.src_pieces == a.src_pieces
         assert [w for row in m.alignment for w in row] == pytest.approx(
-            [w for row in a.alignment for w in row], abs=1e-3)
+            [w for row in a.alignment for w in row], abs=1e-3
+        )
 
 
 def test_token_budget_splits_batches_and_zero_turns_merging_off(translator, sources):
@@ -213,8 +221,9 @@ def test_a_failing_request_fails_alone_and_the_worker_lives_on(translator, sourc
     bad = batcher.submit(["boom"], Options(beam=1))
     batcher.start()
     try:
-        assert [f.result(30)[0].text for f in good] == \
-            [translator.translate([s], beam=1)[0].text for s in sources[:3]]
+        assert [f.result(30)[0].text for f in good] == [
+            translator.translate([s], beam=1)[0].text for s in sources[:3]
+        ]
         with pytest.raises(RuntimeError, match="a bug hit by one request"):
             bad.result(30)
         after = batcher.submit([sources[0]], Options(beam=1)).result(30)
@@ -229,9 +238,9 @@ def test_a_cancelled_request_is_never_decoded(translator, sources):
     held.release.clear()
     batcher.start()
     first = batcher.submit([sources[0]], Options(beam=1))
-    assert held.started.wait(10)                   # the worker is busy with the first request
+    assert held.started.wait(10)  # the worker is busy with the first request
     gone = batcher.submit([sources[1]], Options(beam=1))
-    gone.cancel()                                  # what a timeout or a disconnect does
+    gone.cancel()  # what a timeout or a disconnect does
     held.release.set()
     first.result(30)
     last = batcher.submit([sources[2]], Options(beam=1))
@@ -242,18 +251,25 @@ def test_a_cancelled_request_is_never_decoded(translator, sources):
 
 # ---------------------------------------------------------------------------------- overload
 
+
 def test_full_queue_answers_503_with_retry_after_and_slow_answers_504(translator, sources):
     held = Held(translator)
     app = create_app(held, Limits(queue=1, timeout_s=1.5, max_batch_tokens=0))
     with TestClient(app) as c:
         held.release.clear()
         answers: list[int] = []
-        first = threading.Thread(target=lambda: answers.append(
-            c.post("/v1/translate", json={"text": sources[:1]}).status_code))
+        first = threading.Thread(
+            target=lambda: answers.append(
+                c.post("/v1/translate", json={"text": sources[:1]}).status_code
+            )
+        )
         first.start()
-        assert held.started.wait(10)               # decoding (held), so the queue is empty
-        second = threading.Thread(target=lambda: answers.append(
-            c.post("/v1/translate", json={"text": sources[1:2]}).status_code))
+        assert held.started.wait(10)  # decoding (held), so the queue is empty
+        second = threading.Thread(
+            target=lambda: answers.append(
+                c.post("/v1/translate", json={"text": sources[1:2]}).status_code
+            )
+        )
         second.start()
         deadline = time.monotonic() + 10
         while app.state.batcher.queued() < 1 and time.monotonic() < deadline:
@@ -263,7 +279,7 @@ def test_full_queue_answers_503_with_retry_after_and_slow_answers_504(translator
         assert int(r.headers["Retry-After"]) >= 1
         first.join(20)
         second.join(20)
-        assert sorted(answers) == [504, 504]         # held past the 1.5 s timeout
+        assert sorted(answers) == [504, 504]  # held past the 1.5 s timeout
         held.release.set()
         status, body = post(c, {"text": sources[:1]})
         assert status == 200 and body["translations"][0]["text"]
@@ -271,8 +287,8 @@ def test_full_queue_answers_503_with_retry_after_and_slow_answers_504(translator
 
 # ---------------------------------------------------------------------------------- command
 
-def test_serve_without_the_extra_says_how_to_install_it(monkeypatch, capsys,
-                                                        tiny_transformer_run):
+
+def test_serve_without_the_extra_says_how_to_install_it(monkeypatch, capsys, tiny_transformer_run):
     monkeypatch.setitem(sys.modules, "uvicorn", None)
     assert main(["serve", str(tiny_transformer_run)]) == 2
     err = capsys.readouterr().err
@@ -302,9 +318,14 @@ def test_a_client_that_disconnects_is_never_decoded(translator, sources):
 
         def first() -> None:
             import http.client
+
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            c.request("POST", "/v1/translate", json.dumps({"text": sources[:1]}),
-                      {"Content-Type": "application/json"})
+            c.request(
+                "POST",
+                "/v1/translate",
+                json.dumps({"text": sources[:1]}),
+                {"Content-Type": "application/json"},
+            )
             answers.append(c.getresponse().status)
 
         busy = threading.Thread(target=first)
@@ -312,12 +333,14 @@ def test_a_client_that_disconnects_is_never_decoded(translator, sources):
         assert held.started.wait(10)
         body = json.dumps({"text": sources[1:2]}).encode()
         with socket.create_connection(("127.0.0.1", port)) as hangs_up:
-            hangs_up.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                             b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            hangs_up.sendall(
+                b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
             deadline = time.monotonic() + 10
             while app.state.batcher.queued() < 1 and time.monotonic() < deadline:
                 time.sleep(0.01)
-        deadline = time.monotonic() + 10                  # the hang-up drops it from the queue
+        deadline = time.monotonic() + 10  # the hang-up drops it from the queue
         while app.state.batcher.queued() > 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         held.release.set()

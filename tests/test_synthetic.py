@@ -1,5 +1,6 @@
 """The built-in synthetic corpus: reproducible, translation-like (reordering, agreement, no copying)
 and spread over every source-length bucket the study reports."""
+
 import re
 from collections import Counter
 from dataclasses import replace
@@ -25,9 +26,20 @@ def test_split() -> list[tuple[str, str]]:
 
 def simple_svo(pairs):
     """Single-clause sentences `det adj* noun verb det adj* noun` (source tokens, target tokens)."""
+
     def tag(w):
-        return ("D" if w in DETS else "A" if w in ADJS else "N" if w in NOUNS
-                else "V" if w in VERBS else "x")
+        return (
+            "D"
+            if w in DETS
+            else "A"
+            if w in ADJS
+            else "N"
+            if w in NOUNS
+            else "V"
+            if w in VERBS
+            else "x"
+        )
+
     for s, t in pairs:
         src = s.split()
         if re.fullmatch("DA*NVDA*N", "".join(map(tag, src))):
@@ -45,7 +57,7 @@ def test_shorter_request_is_a_prefix():
 
 def test_splits_differ_but_share_one_lexicon():
     train, test = syn.generate(CFG, "train", 500), syn.generate(CFG, "test", 500)
-    assert len(set(train) & set(test)) < 25   # only a few 3-4 word sentences coincide
+    assert len(set(train) & set(test)) < 25  # only a few 3-4 word sentences coincide
     function_words = syn.RESERVED
     for pairs in (train, test):
         words = {w for s, _ in pairs for w in s.split()}
@@ -67,7 +79,7 @@ def test_simple_svo_becomes_sov_with_the_verb_last(test_split):
     for src, tgt in sentences:
         verb = next(VERBS[w] for w in src if w in VERBS)
         subject = next(NOUNS[w] for w in src if w in NOUNS)
-        assert tgt[-2] == verb.tgt[-1] and tgt[-1] in syn.TGT_AUX[False]   # verb, auxiliary
+        assert tgt[-2] == verb.tgt[-1] and tgt[-1] in syn.TGT_AUX[False]  # verb, auxiliary
         assert tgt[0] == subject.tgt[0]
 
 
@@ -99,18 +111,22 @@ def test_auxiliary_agrees_with_a_distant_subject_not_the_nearest_noun():
         for subj in by_gender:
             for number in (syn.SG, syn.PL):
                 endings = set()
-                for obj_number in (syn.SG, syn.PL):   # the object sits between subject and verb
-                    c = syn.Clause(verb, syn.NP(subj, number, syn.INDEF, (adj, adj),
-                                                rel=syn.Clause(rel_verb)),
-                                   obj=syn.NP(by_gender[1 - LEX.nouns[subj].gender], obj_number,
-                                              syn.DEF, (adj,)), neg=neg)
+                for obj_number in (syn.SG, syn.PL):  # the object sits between subject and verb
+                    c = syn.Clause(
+                        verb,
+                        syn.NP(subj, number, syn.INDEF, (adj, adj), rel=syn.Clause(rel_verb)),
+                        obj=syn.NP(
+                            by_gender[1 - LEX.nouns[subj].gender], obj_number, syn.DEF, (adj,)
+                        ),
+                        neg=neg,
+                    )
                     src, tgt = syn.render_clause(c, LEX)
-                    assert src.index(LEX.verbs[verb].src[0]) >= 6   # determiner far from verb
+                    assert src.index(LEX.verbs[verb].src[0]) >= 6  # determiner far from verb
                     assert tgt.index(LEX.verbs[verb].tgt[-1]) >= 8
                     endings.add(tgt[-1])
                 assert len(endings) == 1
                 auxes[neg, subj, number] = endings.pop()
-    assert len(set(auxes.values())) == 8   # negation x gender x number of the subject
+    assert len(set(auxes.values())) == 8  # negation x gender x number of the subject
 
 
 def test_agreement_in_the_corpus_follows_noun_gender_and_determiner_number(test_split):
@@ -121,10 +137,11 @@ def test_agreement_in_the_corpus_follows_noun_gender_and_determiner_number(test_
         agr = 2 * subject.gender + number
         assert tgt[-1] == syn.TGT_AUX[False][agr]
         n_adj = src.index(subject.src) - 1
-        subject_np = tgt[:len(subject.tgt) + n_adj + 1]
-        if kind == syn.INDEF:   # untranslated: the object (or verb) follows the adjectives
-            assert subject_np[-1] not in {w for forms in syn.TGT_DET.values() if forms
-                                          for w in forms}
+        subject_np = tgt[: len(subject.tgt) + n_adj + 1]
+        if kind == syn.INDEF:  # untranslated: the object (or verb) follows the adjectives
+            assert subject_np[-1] not in {
+                w for forms in syn.TGT_DET.values() if forms for w in forms
+            }
         else:
             assert subject_np[-1] == syn.TGT_DET[kind][agr]
         seen.add(agr)
@@ -145,13 +162,13 @@ def test_one_to_many_many_to_one_and_zipfian_words():
     assert any(n.tgt[0] in tgt_set for n in compounds)
     assert any(v.tgt[0] in tgt_set for v in light)
     counts = [src[n.src] for n in LEX.nouns]
-    assert counts[0] > 10 * counts[49] > 0   # frequency ~ 1 / rank
+    assert counts[0] > 10 * counts[49] > 0  # frequency ~ 1 / rank
 
 
 def test_every_length_bucket_is_filled(test_split):
     lengths = [len(s.split()) for s, _ in test_split]
     assert CFG.min_words <= min(lengths) and max(lengths) <= CFG.max_words
-    buckets = Counter(min((n - 1) // 10, 5) for n in lengths)   # 1-10, ..., 41-50, 51+
+    buckets = Counter(min((n - 1) // 10, 5) for n in lengths)  # 1-10, ..., 41-50, 51+
     assert all(buckets[b] >= 100 for b in range(6)), buckets
 
 
@@ -159,9 +176,11 @@ def test_length_settings_are_respected():
     narrow = replace(CFG, min_words=12, max_words=25)
     lengths = [len(s.split()) for s, _ in syn.generate(narrow, "train", 300)]
     assert min(lengths) >= 12 and max(lengths) <= 25
-    mean = {f: sum(len(s.split()) for s, _ in syn.generate(replace(CFG, long_fraction=f),
-                                                           "train", 300)) / 300
-            for f in (0.0, 1.0)}
+    mean = {
+        f: sum(len(s.split()) for s, _ in syn.generate(replace(CFG, long_fraction=f), "train", 300))
+        / 300
+        for f in (0.0, 1.0)
+    }
     assert mean[0.0] < 25 < 45 < mean[1.0]
 
 
@@ -180,7 +199,8 @@ def test_write_corpus_writes_aligned_files_with_promised_counts(tmp_path):
     assert counts == {"train": 60, "valid": 10, "test": 25}
     out = tmp_path / "corpus"
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        f"{split}.{lang}" for split in counts for lang in ("de", "en"))
+        f"{split}.{lang}" for split in counts for lang in ("de", "en")
+    )
     for split, n in counts.items():
         raw = {lang: (out / f"{split}.{lang}").read_text(encoding="utf-8") for lang in ("de", "en")}
         for text in raw.values():
@@ -207,6 +227,6 @@ def test_generator_alignment_comes_with_the_same_corpus_and_links_translations()
         assert all(0 <= i < len(src) and 0 <= j < len(tgt) for i, j in links)
         # every target word translates something (the indefinite article is source-only)
         assert {j for _, j in links} == set(range(len(tgt)))
-        for i, j in links:          # a target noun is linked to its own source noun
+        for i, j in links:  # a target noun is linked to its own source noun
             if tgt[j] in tgt_nouns:
                 assert src[i] == tgt_nouns[tgt[j]]

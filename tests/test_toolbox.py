@@ -1,5 +1,6 @@
 """The decoding toolbox from the command line: ensembles, averaged checkpoints, scoring,
 alignments, prefixes, sampling and n-gram bans, on tiny trained runs of two architectures."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,12 @@ import torch
 import yaml
 
 from nmt import pipeline
-from nmt.checkpoint import (average_checkpoints, load_checkpoint, load_model, load_models,
-                            step_checkpoints)
+from nmt.checkpoint import (
+    load_checkpoint,
+    load_model,
+    load_models,
+    step_checkpoints,
+)
 from nmt.cli import main
 from nmt.config import DecodeConfig, SyntheticConfig, load_config, model_config
 from nmt.data.synthetic import write_corpus
@@ -25,8 +30,16 @@ MODELS = {
     "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},
     "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
 }
-TRAIN = {"lr": 0.003, "log_every": 5, "valid_every": 10, "valid_max_sentences": 5,
-         "progress": False, "seed": 7, "threads": 1, "keep_last": 3}
+TRAIN = {
+    "lr": 0.003,
+    "log_every": 5,
+    "valid_every": 10,
+    "valid_max_sentences": 5,
+    "progress": False,
+    "seed": 7,
+    "threads": 1,
+    "keep_last": 3,
+}
 
 
 def lines(path: Path) -> list[str]:
@@ -44,16 +57,21 @@ def one_thread():
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
-    write_corpus(out, replace(SyntheticConfig(), train=300, valid=20, test=12, lexicon=30,
-                              max_words=10, seed=3))
+    write_corpus(
+        out,
+        replace(SyntheticConfig(), train=300, valid=20, test=12, lexicon=30, max_words=10, seed=3),
+    )
     return out
 
 
 def train_run(root: Path, name: str, corpus: Path, model: dict, **train) -> Path:
-    cfg = {"data": {"source": "local", "path": str(corpus), "batch_tokens": 400},
-           "vocab": {"type": "word", "size": 200}, "model": model,
-           "train": {"run_dir": str(root / name), "max_steps": 30, **TRAIN, **train},
-           "decode": {"beam": 2, "max_len_a": 1.2, "max_len_b": 5}}
+    cfg = {
+        "data": {"source": "local", "path": str(corpus), "batch_tokens": 400},
+        "vocab": {"type": "word", "size": 200},
+        "model": model,
+        "train": {"run_dir": str(root / name), "max_steps": 30, **TRAIN, **train},
+        "decode": {"beam": 2, "max_len_a": 1.2, "max_len_b": 5},
+    }
     (root / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
     return pipeline.train(load_config(root / f"{name}.yaml")).run
 
@@ -62,9 +80,10 @@ def train_run(root: Path, name: str, corpus: Path, model: dict, **train) -> Path
 def runs(tmp_path_factory, corpus) -> dict[str, Path]:
     """rnnsearch (averaging its last 2 checkpoints at the end) and transformer, same vocabulary."""
     root = tmp_path_factory.mktemp("runs")
-    return {"rnnsearch": train_run(root, "rnnsearch", corpus, MODELS["rnnsearch"],
-                                   average_last=2),
-            "transformer": train_run(root, "transformer", corpus, MODELS["transformer"])}
+    return {
+        "rnnsearch": train_run(root, "rnnsearch", corpus, MODELS["rnnsearch"], average_last=2),
+        "transformer": train_run(root, "transformer", corpus, MODELS["transformer"]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +93,17 @@ def test_src(corpus) -> list[str]:
 
 # ---------------------------------------------------------------------------------- ensembles
 
+
 def test_ensemble_steps_average_the_members_probabilities():
     torch.manual_seed(0)
-    sizes = {"rnnsearch": dict(emb_size=16, hidden_size=32),
-             "transformer": dict(d_model=32, heads=4, ff=64),
-             "seq2seq": dict(emb_size=16, hidden_size=32)}
-    members = [build_model(model_config(a, layers=1, **kw), 20, 20).eval()
-               for a, kw in sizes.items()]
+    sizes = {
+        "rnnsearch": dict(emb_size=16, hidden_size=32),
+        "transformer": dict(d_model=32, heads=4, ff=64),
+        "seq2seq": dict(emb_size=16, hidden_size=32),
+    }
+    members = [
+        build_model(model_config(a, layers=1, **kw), 20, 20).eval() for a, kw in sizes.items()
+    ]
     ens = Ensemble(members).eval()
     src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
     mask = src != 0
@@ -89,7 +112,7 @@ def test_ensemble_steps_average_the_members_probabilities():
         lp, state, attn = ens.decode_step(ens.init_state(ens.encode(src, mask)), prev)
         lp2, _, _ = ens.decode_step(state, torch.tensor([7, 8]))
         steps = [m.decode_step(m.init_state(m.encode(src, mask)), prev) for m in members]
-    probs = torch.stack([s[0].exp() for s in steps]).mean(0)         # the hand-made average
+    probs = torch.stack([s[0].exp() for s in steps]).mean(0)  # the hand-made average
     assert torch.allclose(lp.exp(), probs, atol=1e-6)
     assert torch.allclose(lp2.exp().sum(-1), torch.ones(2), atol=1e-5)
     # seq2seq reports no attention: the ensemble's is the mean of the other two
@@ -114,25 +137,31 @@ def test_ensemble_of_two_copies_equals_the_model(runs, test_src, beam):
 def test_translate_and_evaluate_several_runs_as_one_mixed_ensemble(runs, corpus, tmp_path, beam):
     a, b = str(runs["rnnsearch"]), str(runs["transformer"])
     out = tmp_path / "out.txt"
-    assert main(["translate", a, b, "-i", str(corpus / "test.src"), "-o", str(out),
-                 "--beam", beam]) == 0
+    assert (
+        main(["translate", a, b, "-i", str(corpus / "test.src"), "-o", str(out), "--beam", beam])
+        == 0
+    )
     assert len(lines(out)) == len(lines(corpus / "test.src"))
     assert main(["evaluate", a, b, "--beam", beam, "--report", str(tmp_path / "rep")]) == 0
     assert (tmp_path / "rep" / "hyps.txt").read_text() == out.read_text()
 
 
 def test_ensemble_members_with_different_vocabularies_is_a_one_line_error(
-        runs, tmp_path, tiny_corpus, capsys):
+    runs, tmp_path, tiny_corpus, capsys
+):
     other = train_run(tmp_path, "other", tiny_corpus(), MODELS["rnnsearch"], max_steps=1)
-    capsys.readouterr()                         # the training log
-    assert main(["translate", str(runs["rnnsearch"]), str(other), "-i",
-                 str(tmp_path / "other.yaml")]) == 2
+    capsys.readouterr()  # the training log
+    assert (
+        main(["translate", str(runs["rnnsearch"]), str(other), "-i", str(tmp_path / "other.yaml")])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "vocabularies differ" in err
     assert str(runs["rnnsearch"]) in err and str(other) in err
 
 
 # ---------------------------------------------------------------------------------- averaging
+
 
 def test_averaging_two_copies_of_a_checkpoint_equals_the_copy(runs, corpus, tmp_path):
     best = runs["transformer"] / "best.pt"
@@ -141,9 +170,20 @@ def test_averaging_two_copies_of_a_checkpoint_equals_the_copy(runs, corpus, tmp_
     original, averaged = load_checkpoint(best)["model"], load_checkpoint(avg)["model"]
     assert original.keys() == averaged.keys()
     assert all(torch.equal(original[k], averaged[k]) for k in original)
-    for ckpt, name in ((best, "best"), (avg, "avg")):   # usable wherever a checkpoint is
-        assert main(["translate", str(ckpt), "-i", str(corpus / "test.src"), "-o",
-                     str(tmp_path / f"{name}.txt")]) == 0
+    for ckpt, name in ((best, "best"), (avg, "avg")):  # usable wherever a checkpoint is
+        assert (
+            main(
+                [
+                    "translate",
+                    str(ckpt),
+                    "-i",
+                    str(corpus / "test.src"),
+                    "-o",
+                    str(tmp_path / f"{name}.txt"),
+                ]
+            )
+            == 0
+        )
     assert (tmp_path / "best.txt").read_text() == (tmp_path / "avg.txt").read_text()
 
 
@@ -153,7 +193,7 @@ def test_average_last_n_is_the_mean_of_the_last_step_checkpoints(runs, tmp_path,
     assert len(steps) == 3
     a, b = (load_checkpoint(p)["model"] for p in steps[-2:])
     assert main(["average", str(run), "--last", "2", "-o", str(tmp_path / "avg.pt")]) == 0
-    for path in (tmp_path / "avg.pt", run / "averaged.pt"):   # by hand and by train.average_last
+    for path in (tmp_path / "avg.pt", run / "averaged.pt"):  # by hand and by train.average_last
         avg = load_checkpoint(path)["model"]
         assert all(torch.allclose(avg[k], (a[k] + b[k]) / 2) for k in a)
     assert main(["average", str(run), "--last", "4", "-o", str(tmp_path / "x.pt")]) == 2
@@ -173,6 +213,7 @@ def test_average_last_above_keep_last_is_a_config_error(runs, tmp_path):
 
 # ---------------------------------------------------------------------------------- scoring
 
+
 @pytest.mark.parametrize("arch", MODELS)
 def test_score_agrees_with_the_beams_own_hypothesis_scores(runs, corpus, tmp_path, arch):
     cfg, model, tok, _ = load_model(runs[arch])
@@ -181,8 +222,21 @@ def test_score_agrees_with_the_beams_own_hypothesis_scores(runs, corpus, tmp_pat
     hyps = tmp_path / "hyps.txt"
     hyps.write_text("".join(t.text + "\n" for t in out))
     scored = tmp_path / "scores.jsonl"
-    assert main(["score", str(runs[arch]), "--src", str(corpus / "test.src"), "--ref",
-                 str(hyps), "-o", str(scored)]) == 0
+    assert (
+        main(
+            [
+                "score",
+                str(runs[arch]),
+                "--src",
+                str(corpus / "test.src"),
+                "--ref",
+                str(hyps),
+                "-o",
+                str(scored),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in lines(scored)]
     assert len(rows) == len(srcs)
     for t, row in zip(out, rows):
@@ -197,21 +251,38 @@ def test_score_of_an_ensemble_of_copies_equals_the_models(runs, corpus):
     cfg, model, tok, _ = load_model(run)
     _, pair, _, _ = load_models([run, run])
     srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
-    for a, b in zip(score_pairs(model, tok, srcs, refs, cfg.decode),
-                    score_pairs(pair, tok, srcs, refs, cfg.decode)):
+    for a, b in zip(
+        score_pairs(model, tok, srcs, refs, cfg.decode),
+        score_pairs(pair, tok, srcs, refs, cfg.decode),
+    ):
         assert a["token_log_probs"] == pytest.approx(b["token_log_probs"], abs=1e-5)
 
 
 # ---------------------------------------------------------------------------------- alignments
 
+
 @pytest.mark.parametrize("arch", MODELS)
 @pytest.mark.parametrize("beam", ["1", "2"])
 def test_alignment_files_hold_in_bounds_word_links(runs, corpus, tmp_path, arch, beam):
     src = corpus / "test.src"
-    (tmp_path / "in.txt").write_text(src.read_text() + "\n")        # and one blank line
+    (tmp_path / "in.txt").write_text(src.read_text() + "\n")  # and one blank line
     out = tmp_path / "out.txt"
-    assert main(["translate", str(runs[arch]), "-i", str(tmp_path / "in.txt"), "-o", str(out),
-                 "--alignment", "--beam", beam]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                str(runs[arch]),
+                "-i",
+                str(tmp_path / "in.txt"),
+                "-o",
+                str(out),
+                "--alignment",
+                "--beam",
+                beam,
+            ]
+        )
+        == 0
+    )
     inputs, outputs = lines(tmp_path / "in.txt"), lines(out)
     hard = lines(Path(str(out) + ".align"))
     soft = [json.loads(x) for x in lines(Path(str(out) + ".align.json"))]
@@ -225,12 +296,15 @@ def test_alignment_files_hold_in_bounds_word_links(runs, corpus, tmp_path, arch,
 
 
 def test_alignment_without_an_output_file_is_an_error(runs, corpus, capsys):
-    assert main(["translate", str(runs["rnnsearch"]), "-i", str(corpus / "test.src"),
-                 "--alignment"]) == 2
+    assert (
+        main(["translate", str(runs["rnnsearch"]), "-i", str(corpus / "test.src"), "--alignment"])
+        == 2
+    )
     assert "--alignment needs -o FILE" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------- prefixes
+
 
 @pytest.mark.parametrize("arch", MODELS)
 @pytest.mark.parametrize("beam", ["1", "2"])
@@ -239,24 +313,62 @@ def test_translations_start_with_their_prefix(runs, corpus, tmp_path, arch, beam
     prefixes = [" ".join(r.split()[:2]) if i % 3 else "" for i, r in enumerate(refs)]
     (tmp_path / "prefix.txt").write_text("".join(p + "\n" for p in prefixes))
     out = tmp_path / "out.txt"
-    assert main(["translate", str(runs[arch]), "-i", str(corpus / "test.src"), "-o", str(out),
-                 "--prefix", str(tmp_path / "prefix.txt"), "--beam", beam]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                str(runs[arch]),
+                "-i",
+                str(corpus / "test.src"),
+                "-o",
+                str(out),
+                "--prefix",
+                str(tmp_path / "prefix.txt"),
+                "--beam",
+                beam,
+            ]
+        )
+        == 0
+    )
     for p, t in zip(prefixes, lines(out)):
-        assert t.split()[:len(p.split())] == p.split()
+        assert t.split()[: len(p.split())] == p.split()
 
 
 def test_prefix_file_of_the_wrong_length_is_an_error(runs, corpus, tmp_path, capsys):
     (tmp_path / "prefix.txt").write_text("a\n")
-    assert main(["translate", str(runs["rnnsearch"]), "-i", str(corpus / "test.src"),
-                 "--prefix", str(tmp_path / "prefix.txt")]) == 2
+    assert (
+        main(
+            [
+                "translate",
+                str(runs["rnnsearch"]),
+                "-i",
+                str(corpus / "test.src"),
+                "--prefix",
+                str(tmp_path / "prefix.txt"),
+            ]
+        )
+        == 2
+    )
     assert "one prefix line per input line" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------- sampling
 
+
 def test_sampling_nbest_is_reproducible_with_a_seed(runs, corpus, tmp_path):
-    args = ["translate", str(runs["transformer"]), "-i", str(corpus / "test.src"), "--sample",
-            "--nbest", "3", "--temperature", "1.5", "--top-p", "0.9"]
+    args = [
+        "translate",
+        str(runs["transformer"]),
+        "-i",
+        str(corpus / "test.src"),
+        "--sample",
+        "--nbest",
+        "3",
+        "--temperature",
+        "1.5",
+        "--top-p",
+        "0.9",
+    ]
     for name, seed in (("a", "5"), ("b", "5"), ("c", "6")):
         assert main([*args, "--seed", seed, "-o", str(tmp_path / name)]) == 0
     a = lines(tmp_path / "a")
@@ -266,8 +378,20 @@ def test_sampling_nbest_is_reproducible_with_a_seed(runs, corpus, tmp_path):
 
 
 def test_sampling_options_are_checked_like_config_keys(runs, corpus, capsys):
-    assert main(["translate", str(runs["transformer"]), "-i", str(corpus / "test.src"),
-                 "--sample", "--top-p", "1.5"]) == 2
+    assert (
+        main(
+            [
+                "translate",
+                str(runs["transformer"]),
+                "-i",
+                str(corpus / "test.src"),
+                "--sample",
+                "--top-p",
+                "1.5",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "'decode.top_p'" in err and "<= 1.0" in err
 
@@ -275,9 +399,24 @@ def test_sampling_options_are_checked_like_config_keys(runs, corpus, capsys):
 @pytest.mark.parametrize("beam", ["1", "2"])
 def test_no_repeat_ngram_output_repeats_no_word_pair(runs, corpus, tmp_path, beam):
     out = tmp_path / "out.txt"
-    assert main(["translate", str(runs["rnnsearch"]), "-i", str(corpus / "test.src"), "-o",
-                 str(out), "--no-repeat-ngram", "2", "--beam", beam]) == 0
-    for t in lines(out):                        # word vocabulary: one token per word
+    assert (
+        main(
+            [
+                "translate",
+                str(runs["rnnsearch"]),
+                "-i",
+                str(corpus / "test.src"),
+                "-o",
+                str(out),
+                "--no-repeat-ngram",
+                "2",
+                "--beam",
+                beam,
+            ]
+        )
+        == 0
+    )
+    for t in lines(out):  # word vocabulary: one token per word
         w = t.split()
         bigrams = list(zip(w, w[1:]))
         assert len(bigrams) == len(set(bigrams))

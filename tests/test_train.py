@@ -1,4 +1,5 @@
 """Training: loss falls for every architecture, resume is exact, signals save, limits stop cleanly."""
+
 from __future__ import annotations
 
 import json
@@ -24,21 +25,45 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
     "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64, "dropout": 0.1},
     "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64, "dropout": 0.1},
-    "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2,
-                    "dropout": 0.1, "tie_embeddings": True},
+    "transformer": {
+        "arch": "transformer",
+        "d_model": 32,
+        "heads": 2,
+        "ff": 64,
+        "layers": 2,
+        "dropout": 0.1,
+        "tie_embeddings": True,
+    },
 }
 
 
 def write_config(tmp_path: Path, arch: str = "transformer", **train) -> Path:
     cfg = {
-        "data": {"source": "synthetic", "batch_tokens": 400,
-                 "synthetic": {"train": 400, "valid": 40, "test": 40, "lexicon": 30,
-                               "max_words": 14, "seed": 3}},
+        "data": {
+            "source": "synthetic",
+            "batch_tokens": 400,
+            "synthetic": {
+                "train": 400,
+                "valid": 40,
+                "test": 40,
+                "lexicon": 30,
+                "max_words": 14,
+                "seed": 3,
+            },
+        },
         "vocab": {"type": "word", "size": 200},
         "model": MODELS[arch],
-        "train": {"run_dir": str(tmp_path / "run"), "max_steps": 30, "lr": 0.003,
-                  "log_every": 5, "valid_every": 1000, "progress": False, "seed": 7,
-                  "threads": 1, **train},
+        "train": {
+            "run_dir": str(tmp_path / "run"),
+            "max_steps": 30,
+            "lr": 0.003,
+            "log_every": 5,
+            "valid_every": 1000,
+            "progress": False,
+            "seed": 7,
+            "threads": 1,
+            **train,
+        },
         "decode": {"beam": 2, "max_len_a": 1.2, "max_len_b": 5},
     }
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -101,13 +126,19 @@ def test_resume_refuses_settings_that_would_change_the_continued_run(tmp_path):
     # a new seed reorders the batches, so "continue at batch N" would repeat and skip data
     with pytest.raises(NmtError, match="'train.seed' is 8 but the run .* used 7"):
         pipeline.train(load_config(cfg, ["train.seed=8", "train.max_steps=6"]), resume=True)
-    for change in ("train.precision=bf16", "train.optimizer=adamw", "train.accum_steps=2",
-                   "train.schedule=noam", "train.early_stop_metric=loss"):
+    for change in (
+        "train.precision=bf16",
+        "train.optimizer=adamw",
+        "train.accum_steps=2",
+        "train.schedule=noam",
+        "train.early_stop_metric=loss",
+    ):
         with pytest.raises(NmtError, match=f"'{change.split('=')[0]}'"):
             pipeline.train(load_config(cfg, [change, "train.max_steps=6"]), resume=True)
     # limits and logging may change
-    result = pipeline.train(load_config(cfg, ["train.max_steps=5", "train.log_every=1"]),
-                            resume=True)
+    result = pipeline.train(
+        load_config(cfg, ["train.max_steps=5", "train.log_every=1"]), resume=True
+    )
     assert load_checkpoint(step_checkpoints(result.run)[-1])["step"] == 5
 
 
@@ -117,12 +148,12 @@ def test_resume_accepts_auto_precision_where_it_means_the_run_precision(tmp_path
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))  # auto = fp32
     cfg = write_config(tmp_path, "transformer", max_steps=2, precision="fp32", device="cpu")
     pipeline.train(load_config(cfg))  # a run from before `auto` was the default
-    result = pipeline.train(load_config(cfg, ["train.precision=auto", "train.max_steps=3"]),
-                            resume=True)
+    result = pipeline.train(
+        load_config(cfg, ["train.precision=auto", "train.max_steps=3"]), resume=True
+    )
     assert load_checkpoint(step_checkpoints(result.run)[-1])["step"] == 3
     with pytest.raises(NmtError, match="'train.precision' is 'bf16'"):
-        pipeline.train(load_config(cfg, ["train.precision=bf16", "train.max_steps=4"]),
-                       resume=True)
+        pipeline.train(load_config(cfg, ["train.precision=bf16", "train.max_steps=4"]), resume=True)
 
 
 def test_resume_of_a_finished_run_trains_no_extra_step(tmp_path):
@@ -169,8 +200,9 @@ def test_early_stopping_after_patience_validations_without_improvement(tmp_path,
     import nmt.train as train_mod
 
     scores = iter([20.0, 25.0, 24.0, 25.0])  # BLEU: better, better, worse, not better
-    monkeypatch.setattr(train_mod.Trainer, "validate",
-                        lambda self: {"loss": 1.0, "ppl": 2.7, "bleu": next(scores)})
+    monkeypatch.setattr(
+        train_mod.Trainer, "validate", lambda self: {"loss": 1.0, "ppl": 2.7, "bleu": next(scores)}
+    )
     cfg = write_config(tmp_path, "seq2seq", max_steps=100, valid_every=2, patience=2)
     result = pipeline.train(load_config(cfg))
     assert result.stop_reason == "early stopping: no improvement in 2 validations"
@@ -199,28 +231,34 @@ def test_existing_run_dir_is_not_overwritten_without_flag(tmp_path, capsys):
 
 
 def test_max_minutes_stops_cleanly_with_checkpoint(tmp_path):
-    run = pipeline.train(load_config(write_config(tmp_path, "seq2seq", max_steps=0,
-                                                  max_minutes=0.02))).run
+    run = pipeline.train(
+        load_config(write_config(tmp_path, "seq2seq", max_steps=0, max_minutes=0.02))
+    ).run
     ck = load_checkpoint(step_checkpoints(run)[-1])
     assert ck["step"] >= 1
     assert "reached max_minutes" in (run / "train.log").read_text()
 
 
-@pytest.mark.parametrize("arch", ["seq2seq", "seq2seq-lstm", "rnnsearch", "rnnsearch-lstm",
-                                  "transformer"])
-def test_bf16_autocast_trains_and_decodes_on_cpu_for_every_architecture(tmp_path, arch,
-                                                                         monkeypatch):
+@pytest.mark.parametrize(
+    "arch", ["seq2seq", "seq2seq-lstm", "rnnsearch", "rnnsearch-lstm", "transformer"]
+)
+def test_bf16_autocast_trains_and_decodes_on_cpu_for_every_architecture(
+    tmp_path, arch, monkeypatch
+):
     import nmt.precision as precision
 
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))  # no bf16 units
     name, _, rnn = arch.partition("-")
     sets = [f"model.rnn_type={rnn}"] if rnn else []
     # device: cpu, so the log line holds on a machine with a GPU too
-    cfg = write_config(tmp_path, name, max_steps=2, precision="bf16", device="cpu",
-                       valid_max_sentences=4)
+    cfg = write_config(
+        tmp_path, name, max_steps=2, precision="bf16", device="cpu", valid_max_sentences=4
+    )
     run = pipeline.train(load_config(cfg, sets)).run
     log = (run / "train.log").read_text()
-    assert "precision: bf16 autocast on cpu (this CPU has no native bf16: expect it to be slow)" in log
+    assert (
+        "precision: bf16 autocast on cpu (this CPU has no native bf16: expect it to be slow)" in log
+    )
     rows = metrics(run)
     assert all(math.isfinite(r["loss"]) for r in rows)
     assert "bleu" in rows[-1]  # validation loss in bf16, then greedy decoding
@@ -230,8 +268,9 @@ def test_precision_auto_is_fp32_on_a_cpu_without_bf16_units(tmp_path, monkeypatc
     import nmt.precision as precision
 
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
-    run = pipeline.train(load_config(write_config(tmp_path / "a", "transformer", max_steps=1,
-                                                  device="cpu"))).run
+    run = pipeline.train(
+        load_config(write_config(tmp_path / "a", "transformer", max_steps=1, device="cpu"))
+    ).run
     assert "precision: auto: fp32 on cpu" in (run / "train.log").read_text()
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
     assert precision.resolve_precision("auto", torch.device("cpu")) == "bf16"
@@ -279,8 +318,13 @@ def _wait_for(path: Path, text: str, timeout: float = 120) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_saves_checkpoint_and_resume_continues(tmp_path, sig):
     cfg = write_config(tmp_path, "seq2seq", max_steps=100000, log_every=1)
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", str(cfg)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "train", str(cfg)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for(tmp_path / "run" / "metrics.jsonl", '"step": 3,')
         proc.send_signal(sig)
@@ -300,9 +344,24 @@ def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
     # device: cpu forces gloo, so the test runs the same with or without GPUs
     cfg = write_config(tmp_path, "transformer", max_steps=24, log_every=4, device="cpu")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                           "--master_port=29533", "-m", "nmt", "train", str(cfg)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--master_port=29533",
+            "-m",
+            "nmt",
+            "train",
+            str(cfg),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = tmp_path / "run"
     rows = [m for m in metrics(run) if m["split"] == "train"]
@@ -310,8 +369,10 @@ def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
     assert rows[-1]["loss"] < rows[0]["loss"]
     assert "2 process(es)" in (run / "train.log").read_text()
     report = tmp_path / "report"
-    assert main(["evaluate", str(run), "--split", "valid", "--beam", "1",
-                 "--report", str(report)]) == 0
+    assert (
+        main(["evaluate", str(run), "--split", "valid", "--beam", "1", "--report", str(report)])
+        == 0
+    )
     assert json.loads((report / "scores.json").read_text())["n"] == 40
     # each rank had its own seed, and the checkpoint keeps each rank's generators ...
     rngs = load_checkpoint(step_checkpoints(run)[-1])["rng_ranks"]
@@ -324,10 +385,23 @@ def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
 def _torchrun_with_fault(tmp_path: Path, fault: str, port: int) -> subprocess.CompletedProcess:
     cfg = write_config(tmp_path, "transformer", max_steps=6, log_every=1, device="cpu")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NMT_TEST_FAULT": fault}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                           f"--master_port={port}", str(ROOT / "tests" / "ddp_fault_worker.py"),
-                           "train", str(cfg)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={port}",
+            str(ROOT / "tests" / "ddp_fault_worker.py"),
+            "train",
+            str(cfg),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_nan_on_one_rank_skips_the_step_on_both_without_hanging(tmp_path):
@@ -337,7 +411,9 @@ def test_nan_on_one_rank_skips_the_step_on_both_without_hanging(tmp_path):
     assert "non-finite loss at step 3: step skipped" in (tmp_path / "run" / "train.log").read_text()
     # both ranks skipped the same step, so the run still ends at step 6 after 7 batches
     assert load_checkpoint(step_checkpoints(tmp_path / "run")[-1])["step"] == 6
-    assert [m["step"] for m in metrics(tmp_path / "run") if m["split"] == "train"] == list(range(1, 7))
+    assert [m["step"] for m in metrics(tmp_path / "run") if m["split"] == "train"] == list(
+        range(1, 7)
+    )
 
 
 def test_signal_on_one_rank_stops_every_rank_the_same_way(tmp_path):

@@ -1,5 +1,6 @@
 """The training step as a GPU sees it: device -> host reads per step, strict metrics lines, fp16
 overflow steps skipped without moving the schedule."""
+
 from __future__ import annotations
 
 import json
@@ -34,6 +35,7 @@ def count_host_reads(counter: dict):
             if counter["on"] and (caller.startswith(NMT_DIR) or "torch/amp" in caller):
                 counter["reads"].append(f"{name} in {Path(caller).name}")
             return fn(self, *args, **kwargs)
+
         return counted
 
     for name, fn in originals.items():
@@ -63,8 +65,7 @@ def test_at_most_one_host_read_per_step_outside_logging_steps(tmp_path, monkeypa
 
     monkeypatch.setattr(Trainer, "_validate_and_checkpoint", train_steps_only)
     monkeypatch.setattr(Trainer, "train", counted_train)
-    cfg = write_config(tmp_path, arch, max_steps=steps, log_every=1000, accum_steps=2,
-                       device="cpu")
+    cfg = write_config(tmp_path, arch, max_steps=steps, log_every=1000, accum_steps=2, device="cpu")
     with count_host_reads(counter):
         pipeline.train(load_config(cfg))
     assert len(counter["reads"]) <= steps, counter["reads"]
@@ -72,10 +73,16 @@ def test_at_most_one_host_read_per_step_outside_logging_steps(tmp_path, monkeypa
 
 
 def test_metrics_lines_are_strict_json_with_null_for_non_finite_numbers():
-    line = strict_json({"step": 3, "split": "train", "loss": float("nan"),
-                        "grad_norm": float("inf"), "lr": 0.001})
+    line = strict_json(
+        {"step": 3, "split": "train", "loss": float("nan"), "grad_norm": float("inf"), "lr": 0.001}
+    )
     assert json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")) == {
-        "step": 3, "split": "train", "loss": None, "grad_norm": None, "lr": 0.001}
+        "step": 3,
+        "split": "train",
+        "loss": None,
+        "grad_norm": None,
+        "lr": 0.001,
+    }
 
 
 def test_fp16_overflow_steps_are_skipped_and_do_not_advance_the_schedule(tmp_path, monkeypatch):
@@ -94,8 +101,15 @@ def test_fp16_overflow_steps_are_skipped_and_do_not_advance_the_schedule(tmp_pat
         next(self.model.parameters()).register_hook(overflow_twice)
 
     monkeypatch.setattr(Trainer, "__init__", with_scaler)
-    cfg = write_config(tmp_path, "transformer", max_steps=6, log_every=1, device="cpu",
-                       schedule="noam", warmup_steps=4)
+    cfg = write_config(
+        tmp_path,
+        "transformer",
+        max_steps=6,
+        log_every=1,
+        device="cpu",
+        schedule="noam",
+        warmup_steps=4,
+    )
     run = pipeline.train(load_config(cfg)).run
     ck = load_checkpoint(step_checkpoints(run)[-1])
     assert ck["progress"]["scaler_skipped"] == 2 and ck["step"] == 6

@@ -7,6 +7,7 @@ lengths only; a batch's ids are read (from memory-mapped files for the training 
 built, and the next batches are built, padded and (towards CUDA) pinned in a background thread
 while the current one trains.
 """
+
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,7 +27,7 @@ def pad_batch(seqs: list[list[int]], pad: int = PAD) -> tuple[Tensor, Tensor]:
     width = max((len(s) for s in seqs), default=0)
     out = torch.full((len(seqs), max(width, 1)), pad, dtype=torch.long)
     for i, s in enumerate(seqs):
-        out[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
     lengths = torch.tensor([len(s) for s in seqs])
     mask = torch.arange(out.size(1))[None, :] < lengths[:, None]
     return out, mask
@@ -34,13 +35,13 @@ def pad_batch(seqs: list[list[int]], pad: int = PAD) -> tuple[Tensor, Tensor]:
 
 @dataclass
 class Batch:
-    src: Tensor        # [B, S] source ids ending in EOS
-    src_mask: Tensor   # [B, S]
-    tgt_in: Tensor     # [B, T] BOS + target
-    tgt_out: Tensor    # [B, T] target + EOS (PAD where padded)
-    n_tokens: int      # real target tokens (loss normaliser)
+    src: Tensor  # [B, S] source ids ending in EOS
+    src_mask: Tensor  # [B, S]
+    tgt_in: Tensor  # [B, T] BOS + target
+    tgt_out: Tensor  # [B, T] target + EOS (PAD where padded)
+    n_tokens: int  # real target tokens (loss normaliser)
     n_src_tokens: int  # real source tokens
-    n_slots: int       # padded slots, both sides
+    n_slots: int  # padded slots, both sides
 
     @property
     def padding(self) -> float:
@@ -48,14 +49,27 @@ class Batch:
 
     def pin_memory(self) -> "Batch":
         """Page-locked copies, so `to(cuda)` can copy asynchronously while the GPU computes."""
-        return Batch(self.src.pin_memory(), self.src_mask.pin_memory(), self.tgt_in.pin_memory(),
-                     self.tgt_out.pin_memory(), self.n_tokens, self.n_src_tokens, self.n_slots)
+        return Batch(
+            self.src.pin_memory(),
+            self.src_mask.pin_memory(),
+            self.tgt_in.pin_memory(),
+            self.tgt_out.pin_memory(),
+            self.n_tokens,
+            self.n_src_tokens,
+            self.n_slots,
+        )
 
     def to(self, device: torch.device | str) -> "Batch":
         nb = str(device) != "cpu"  # non_blocking copies only help towards a GPU
-        return Batch(self.src.to(device, non_blocking=nb), self.src_mask.to(device, non_blocking=nb),
-                     self.tgt_in.to(device, non_blocking=nb), self.tgt_out.to(device, non_blocking=nb),
-                     self.n_tokens, self.n_src_tokens, self.n_slots)
+        return Batch(
+            self.src.to(device, non_blocking=nb),
+            self.src_mask.to(device, non_blocking=nb),
+            self.tgt_in.to(device, non_blocking=nb),
+            self.tgt_out.to(device, non_blocking=nb),
+            self.n_tokens,
+            self.n_src_tokens,
+            self.n_slots,
+        )
 
 
 def make_batch(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> Batch:
@@ -69,14 +83,21 @@ def make_batch(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> Ba
     t_out = np.full((b, t_width), PAD, dtype=np.int64)
     t_in[:, 0] = BOS
     for i in range(b):
-        s[i, :ls[i]] = src[i]
-        t_in[i, 1:lt[i] + 1] = tgt[i]
-        t_out[i, :lt[i]] = tgt[i]
+        s[i, : ls[i]] = src[i]
+        t_in[i, 1 : lt[i] + 1] = tgt[i]
+        t_out[i, : lt[i]] = tgt[i]
     t_out[np.arange(b), lt] = EOS
     s_t = torch.from_numpy(s)
     mask = torch.arange(s.shape[1])[None, :] < torch.from_numpy(ls)[:, None]
-    return Batch(s_t, mask, torch.from_numpy(t_in), torch.from_numpy(t_out),
-                 int(lt.sum() + b), int(ls.sum()), s.size + t_out.size)
+    return Batch(
+        s_t,
+        mask,
+        torch.from_numpy(t_in),
+        torch.from_numpy(t_out),
+        int(lt.sum() + b),
+        int(ls.sum()),
+        s.size + t_out.size,
+    )
 
 
 def sort_order(src_len: np.ndarray, tgt_len: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -101,7 +122,7 @@ def cut_points(cost: np.ndarray, batch_tokens: int, batch_size: int) -> np.ndarr
     p = 0
     while p < n:
         window = max(1, batch_tokens // max(int(cost[p]), 1)) + 1  # no batch can be longer
-        widest = np.maximum.accumulate(cost[p:p + window])
+        widest = np.maximum.accumulate(cost[p : p + window])
         fits = widest * np.arange(1, len(widest) + 1) <= batch_tokens
         size = len(widest) if fits.all() else max(1, int(np.argmin(fits)))
         starts.append(p)
@@ -149,9 +170,19 @@ class BucketBatcher:
     batcher's example indices to rows of the columns (the pairs kept by filtering).
     """
 
-    def __init__(self, src: IdColumn, tgt: IdColumn, batch_tokens: int, batch_size: int = 0,
-                 seed: int = 1, rank: int = 0, world: int = 1,
-                 rows: Optional[np.ndarray] = None, pin: bool = False, prefetch: int = 2) -> None:
+    def __init__(
+        self,
+        src: IdColumn,
+        tgt: IdColumn,
+        batch_tokens: int,
+        batch_size: int = 0,
+        seed: int = 1,
+        rank: int = 0,
+        world: int = 1,
+        rows: Optional[np.ndarray] = None,
+        pin: bool = False,
+        prefetch: int = 2,
+    ) -> None:
         assert len(src) == len(tgt)
         self.src, self.tgt, self.rows = src, tgt, rows
         src_len, tgt_len = src.lengths(), tgt.lengths()
@@ -162,10 +193,17 @@ class BucketBatcher:
         self._prefetch = _Prefetcher(self._build, prefetch)
 
     @classmethod
-    def from_lists(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]],
-                   batch_tokens: int, batch_size: int = 0, **kw) -> "BucketBatcher":
-        return cls(IdColumn.from_lists(src), IdColumn.from_lists(tgt), batch_tokens, batch_size,
-                   **kw)
+    def from_lists(
+        cls,
+        src: Sequence[Sequence[int]],
+        tgt: Sequence[Sequence[int]],
+        batch_tokens: int,
+        batch_size: int = 0,
+        **kw,
+    ) -> "BucketBatcher":
+        return cls(
+            IdColumn.from_lists(src), IdColumn.from_lists(tgt), batch_tokens, batch_size, **kw
+        )
 
     def __len__(self) -> int:
         return len(self.src_len)
@@ -183,7 +221,7 @@ class BucketBatcher:
         batches = self.plan(epoch)
         if self.world > 1:
             usable = len(batches) - len(batches) % self.world
-            batches = batches[self.rank:usable:self.world]
+            batches = batches[self.rank : usable : self.world]
         self._prefetch.reset(batches)
         return batches
 

@@ -5,6 +5,7 @@ code path. Local files are also checked line by line here, so a bad byte, a coun
 malformed row is reported with its file and line, and the checked lines win wherever `datasets`
 would read them differently.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,8 +38,10 @@ def _decode(line: bytes, i: int, name: str) -> str:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise NmtError(f"{name}, line {i}: not valid UTF-8 (byte 0x{line[e.start]:02x} at "
-                       f"column {e.start + 1})") from None
+        raise NmtError(
+            f"{name}, line {i}: not valid UTF-8 (byte 0x{line[e.start]:02x} at "
+            f"column {e.start + 1})"
+        ) from None
     text = text.removesuffix("\r")
     return text[1:] if i == 1 and text.startswith("\ufeff") else text
 
@@ -53,6 +56,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
         with f:
             for i, raw in enumerate(f, 1):  # binary files split on b"\\n" only
                 yield _decode(raw.removesuffix(b"\n"), i, str(path))
+
     return lines()
 
 
@@ -83,35 +87,46 @@ def _text(value: Any, where: str, i: int, key: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise NmtError(f"{where}, line {i}: expected text for '{key}', found "
-                       f"{type(value).__name__} {value!r:.40}")
+        raise NmtError(
+            f"{where}, line {i}: expected text for '{key}', found "
+            f"{type(value).__name__} {value!r:.40}"
+        )
     return value
 
 
 def _translation_pair(t: Any, src: str, tgt: str, where: str, i: int) -> tuple[str, str]:
     if not isinstance(t, dict) or src not in t or tgt not in t:
         keys = sorted(t) if isinstance(t, dict) else type(t).__name__
-        raise NmtError(f"{where}, line {i}: expected language keys '{src}' and '{tgt}' "
-                       f"in 'translation', found {keys}")
+        raise NmtError(
+            f"{where}, line {i}: expected language keys '{src}' and '{tgt}' "
+            f"in 'translation', found {keys}"
+        )
     return _text(t[src], where, i, src), _text(t[tgt], where, i, tgt)
 
 
 def _columns_error(where: str, src: str, tgt: str, found) -> NmtError:
-    return NmtError(f"{where}: expected a 'translation' column or columns '{src}' and '{tgt}', "
-                    f"found columns {sorted(found)}")
+    return NmtError(
+        f"{where}: expected a 'translation' column or columns '{src}' and '{tgt}', "
+        f"found columns {sorted(found)}"
+    )
 
 
-def _pairs_from_rows(rows: dict[str, list[Any]], src: str, tgt: str, where: str,
-                     first: int = 1) -> Pairs:
+def _pairs_from_rows(
+    rows: dict[str, list[Any]], src: str, tgt: str, where: str, first: int = 1
+) -> Pairs:
     """Shared by hub and local sources: a `translation` column of dicts, or one column per
     language; `first` is the line number of the first row (for rows read in batches)."""
     if "translation" in rows:
-        pairs = [_translation_pair(t, src, tgt, where, i)
-                 for i, t in enumerate(rows["translation"], first)]
+        pairs = [
+            _translation_pair(t, src, tgt, where, i)
+            for i, t in enumerate(rows["translation"], first)
+        ]
         return [s for s, _ in pairs], [t for _, t in pairs]
     if src in rows and tgt in rows:
-        return ([_text(s, where, i, src) for i, s in enumerate(rows[src], first)],
-                [_text(t, where, i, tgt) for i, t in enumerate(rows[tgt], first)])
+        return (
+            [_text(s, where, i, src) for i, s in enumerate(rows[src], first)],
+            [_text(t, where, i, tgt) for i, t in enumerate(rows[tgt], first)],
+        )
     raise _columns_error(where, src, tgt, rows)
 
 
@@ -130,15 +145,18 @@ def _load_text(cfg: DataConfig, base: Path, name: str) -> Pairs:
     paths = [base / f"{name}.{cfg.src_lang}", base / f"{name}.{cfg.tgt_lang}"]
     checked = [read_lines(p) for p in paths]
     if len(checked[0]) != len(checked[1]):
-        raise NmtError(f"line counts differ: {paths[0]} has {len(checked[0])} lines, {paths[1]} has "
-                       f"{len(checked[1])}")
+        raise NmtError(
+            f"line counts differ: {paths[0]} has {len(checked[0])} lines, {paths[1]} has "
+            f"{len(checked[1])}"
+        )
     ds = _datasets()
     sides = []
     for path, lines in zip(paths, checked):
         rows = {"text": lines}
         if lines:
-            rows = _checked(lambda: ds.load_dataset("text", data_files={"x": str(path)},
-                                                    split="x")[:], rows)
+            rows = _checked(
+                lambda: ds.load_dataset("text", data_files={"x": str(path)}, split="x")[:], rows
+            )
         sides.append(rows["text"])
     return sides[0], sides[1]
 
@@ -148,21 +166,32 @@ def _load_tsv(cfg: DataConfig, base: Path, name: str) -> Pairs:
     lines = read_lines(path)
     for i, line in enumerate(lines, 1):
         if line.count("\t") != 1:
-            raise NmtError(f"{path}, line {i}: expected 2 tab-separated columns, found "
-                           f"{line.count(chr(9)) + 1}")
+            raise NmtError(
+                f"{path}, line {i}: expected 2 tab-separated columns, found "
+                f"{line.count(chr(9)) + 1}"
+            )
     if not lines:
         return [], []
     header = lines[0].split("\t")
     has_header = header == [cfg.src_lang, cfg.tgt_lang] or header == [cfg.tgt_lang, cfg.src_lang]
     columns = header if has_header else [cfg.src_lang, cfg.tgt_lang]
-    cells = [line.split("\t") for line in lines[1 if has_header else 0:]]
+    cells = [line.split("\t") for line in lines[1 if has_header else 0 :]]
     ours = {c: [row[j] for row in cells] for j, c in enumerate(columns)}
     ds = _datasets()
     # Explicit string features: cells like "007", "2016" or "NA" stay verbatim text.
-    rows = _checked(lambda: ds.load_dataset(
-        "csv", data_files={"x": str(path)}, split="x", delimiter="\t", quoting=3,
-        keep_default_na=False, column_names=None if has_header else columns,
-        features=ds.Features({c: ds.Value("string") for c in columns}))[:], ours)
+    rows = _checked(
+        lambda: ds.load_dataset(
+            "csv",
+            data_files={"x": str(path)},
+            split="x",
+            delimiter="\t",
+            quoting=3,
+            keep_default_na=False,
+            column_names=None if has_header else columns,
+            features=ds.Features({c: ds.Value("string") for c in columns}),
+        )[:],
+        ours,
+    )
     return _pairs_from_rows(rows, cfg.src_lang, cfg.tgt_lang, str(path))
 
 
@@ -172,8 +201,7 @@ def _json_record(line: str, i: int, path: Path) -> dict:
     except json.JSONDecodeError as e:
         raise NmtError(f"{path}, line {i}: invalid JSON ({e.msg})") from None
     if not isinstance(rec, dict):
-        raise NmtError(f"{path}, line {i}: expected a JSON object, found "
-                       f"{type(rec).__name__}")
+        raise NmtError(f"{path}, line {i}: expected a JSON object, found {type(rec).__name__}")
     return rec
 
 
@@ -184,8 +212,9 @@ def _load_jsonl(cfg: DataConfig, base: Path, name: str) -> Pairs:
         return [], []
     keys = list(dict.fromkeys(k for rec in records for k in rec))
     ours = {k: [rec.get(k) for rec in records] for k in keys}
-    rows = _checked(lambda: _datasets().load_dataset("json", data_files={"x": str(path)},
-                                                     split="x")[:], ours)
+    rows = _checked(
+        lambda: _datasets().load_dataset("json", data_files={"x": str(path)}, split="x")[:], ours
+    )
     return _pairs_from_rows(rows, cfg.src_lang, cfg.tgt_lang, str(path))
 
 
@@ -204,22 +233,27 @@ def _hub_dataset(cfg: DataConfig, name: str):
             raise NmtError(f"split '{name}' not found in {where}: {msg}") from None
         raise NmtError(f"cannot load {where}: {msg}") from None
     except (ConnectionError, OSError) as e:
-        raise NmtError(f"cannot load {where} (is the hub reachable?): "
-                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise NmtError(
+            f"cannot load {where} (is the hub reachable?): "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
 
 
 def _load_hub(cfg: DataConfig, name: str) -> Pairs:
     ds = _hub_dataset(cfg, name)
-    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang,
-                            f"{_hub_where(cfg)} split '{name}'")
+    return _pairs_from_rows(ds[:], cfg.src_lang, cfg.tgt_lang, f"{_hub_where(cfg)} split '{name}'")
 
 
 def synthetic_dir(cfg: DataConfig) -> Path:
     """Where the built-in corpus for these settings is cached (generated on first use)."""
     from nmt.data import synthetic
 
-    key = (json.dumps(asdict(cfg.synthetic), sort_keys=True) + cfg.src_lang + cfg.tgt_lang
-           + f"v{synthetic.VERSION}")  # a new generator version never reuses an old corpus
+    key = (
+        json.dumps(asdict(cfg.synthetic), sort_keys=True)
+        + cfg.src_lang
+        + cfg.tgt_lang
+        + f"v{synthetic.VERSION}"
+    )  # a new generator version never reuses an old corpus
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     root = Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt"))
     out = root / "synthetic" / digest
@@ -233,8 +267,9 @@ def synthetic_dir(cfg: DataConfig) -> Path:
 def load_split(cfg: DataConfig, role: str) -> Pairs:
     """Source and target lines of the split with this role (train, valid, test, ...)."""
     if role not in cfg.splits:
-        raise NmtError(f"split '{role}' is not named in 'data.splits' (have: "
-                       f"{', '.join(cfg.splits)})")
+        raise NmtError(
+            f"split '{role}' is not named in 'data.splits' (have: {', '.join(cfg.splits)})"
+        )
     name = cfg.splits[role]
     if cfg.source == "hub":
         return _load_hub(cfg, name)
@@ -242,7 +277,8 @@ def load_split(cfg: DataConfig, role: str) -> Pairs:
     if cfg.source == "local" and not base.is_dir():
         raise NmtError(f"data directory not found: {base} (data.path)")
     loader = {"text": _load_text, "tsv": _load_tsv, "jsonl": _load_jsonl}[
-        "text" if cfg.source == "synthetic" else cfg.format]
+        "text" if cfg.source == "synthetic" else cfg.format
+    ]
     return loader(cfg, base, name)
 
 
@@ -260,12 +296,16 @@ def _stream_text(cfg: DataConfig, base: Path, name: str) -> PairStream:
         n = 0
         for s, t in zip_longest(*sides):
             if s is None or t is None:
-                counts = [n + (x is not None) + sum(1 for _ in side)
-                          for x, side in zip((s, t), sides)]
-                raise NmtError(f"line counts differ: {paths[0]} has {counts[0]} lines, "
-                               f"{paths[1]} has {counts[1]}")
+                counts = [
+                    n + (x is not None) + sum(1 for _ in side) for x, side in zip((s, t), sides)
+                ]
+                raise NmtError(
+                    f"line counts differ: {paths[0]} has {counts[0]} lines, "
+                    f"{paths[1]} has {counts[1]}"
+                )
             n += 1
             yield s, t
+
     return pairs()
 
 
@@ -277,14 +317,17 @@ def _stream_tsv(cfg: DataConfig, base: Path, name: str) -> PairStream:
         order = None
         for i, line in enumerate(lines, 1):
             if line.count("\t") != 1:
-                raise NmtError(f"{path}, line {i}: expected 2 tab-separated columns, found "
-                               f"{line.count(chr(9)) + 1}")
+                raise NmtError(
+                    f"{path}, line {i}: expected 2 tab-separated columns, found "
+                    f"{line.count(chr(9)) + 1}"
+                )
             cells = line.split("\t")
             if order is None:
                 order = (1, 0) if cells == [cfg.tgt_lang, cfg.src_lang] else (0, 1)
                 if cells in ([cfg.src_lang, cfg.tgt_lang], [cfg.tgt_lang, cfg.src_lang]):
                     continue  # a header line
             yield cells[order[0]], cells[order[1]]
+
     return pairs()
 
 
@@ -304,13 +347,15 @@ def _stream_jsonl(cfg: DataConfig, base: Path, name: str) -> PairStream:
                 yield _translation_pair(rec.get("translation"), src, tgt, where, i)
             else:
                 yield _text(rec.get(src), where, i, src), _text(rec.get(tgt), where, i, tgt)
+
     return pairs()
 
 
 def split_name(cfg: DataConfig, role: str) -> str:
     if role not in cfg.splits:
-        raise NmtError(f"split '{role}' is not named in 'data.splits' (have: "
-                       f"{', '.join(cfg.splits)})")
+        raise NmtError(
+            f"split '{role}' is not named in 'data.splits' (have: {', '.join(cfg.splits)})"
+        )
     return cfg.splits[role]
 
 
@@ -345,11 +390,13 @@ def hub_split(cfg: DataConfig, role: str):
     ds = _hub_dataset(cfg, name)
     where = f"{_hub_where(cfg)} split '{name}'"
     src, tgt = cfg.src_lang, cfg.tgt_lang
-    if "translation" not in ds.column_names and not (src in ds.column_names
-                                                     and tgt in ds.column_names):
+    if "translation" not in ds.column_names and not (
+        src in ds.column_names and tgt in ds.column_names
+    ):
         raise _columns_error(where, src, tgt, ds.column_names)
 
     def check(rows: dict, idx: list[int]) -> dict:
         s, t = _pairs_from_rows(rows, src, tgt, where, first=idx[0] + 1 if idx else 1)
         return {"src": s, "tgt": t}
+
     return ds.map(check, batched=True, with_indices=True, remove_columns=ds.column_names)

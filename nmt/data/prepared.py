@@ -9,6 +9,7 @@ when complete, under a file lock, so a killed prepare leaves nothing mistaken fo
 parallel runs build it once. `open_prepared` maps the files: every process reading the same corpus
 shares one copy in the page cache.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -32,6 +33,7 @@ from nmt.data.batching import BucketBatcher
 from nmt.data.ragged import IdColumn
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
+from nmt.run_dir import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS
 
 log = logging.getLogger("nmt")
 FORMAT = 1
@@ -49,8 +51,10 @@ class FilterStats:
     ratio: int = 0
 
     def line(self) -> str:
-        return (f"train pairs: {self.total} read, {self.kept} kept, dropped {self.empty} empty, "
-                f"{self.too_long} over max_len, {self.ratio} over max_ratio")
+        return (
+            f"train pairs: {self.total} read, {self.kept} kept, dropped {self.empty} empty, "
+            f"{self.too_long} over max_len, {self.ratio} over max_ratio"
+        )
 
 
 def prepared_root(data: DataConfig) -> Path:
@@ -76,17 +80,30 @@ def corpus_key(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> str:
     files = []
     for p in corpus.split_files(cfg.data, "train"):
         if not p.is_file():
-            raise NmtError(f"file not found: {p}" if not p.is_dir()
-                           else f"expected a file, found a directory: {p}")
+            raise NmtError(
+                f"file not found: {p}"
+                if not p.is_dir()
+                else f"expected a file, found a directory: {p}"
+            )
         st = p.stat()
         files.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
     v = cfg.vocab
-    key = {"format": FORMAT, "data": data, "vocab": asdict(v), "seed": cfg.train.seed,
-           "files": files, "synthetic": synthetic.VERSION, "sentencepiece": sentencepiece.__version__,
-           "models": [_file_sha1(m) for m in (v.model, v.src_model, v.tgt_model)],
-           "given": None if tokenizer is None else [
-               hashlib.sha1(b).hexdigest() if b else None
-               for b in (tokenizer.src_proto, tokenizer.tgt_proto)]}
+    key = {
+        "format": FORMAT,
+        "data": data,
+        "vocab": asdict(v),
+        "seed": cfg.train.seed,
+        "files": files,
+        "synthetic": synthetic.VERSION,
+        "sentencepiece": sentencepiece.__version__,
+        "models": [_file_sha1(m) for m in (v.model, v.src_model, v.tgt_model)],
+        "given": None
+        if tokenizer is None
+        else [
+            hashlib.sha1(b).hexdigest() if b else None
+            for b in (tokenizer.src_proto, tokenizer.tgt_proto)
+        ],
+    }
     return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -101,8 +118,9 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def ensure_prepared(cfg: Config, progress: bool = False,
-                    tokenizer: Optional[Tokenizer] = None) -> tuple[Path, bool]:
+def ensure_prepared(
+    cfg: Config, progress: bool = False, tokenizer: Optional[Tokenizer] = None
+) -> tuple[Path, bool]:
     """The prepared corpus directory for `cfg`, built now if needed; (path, built now?)."""
     root = prepared_root(cfg.data)
     key = corpus_key(cfg, tokenizer)
@@ -129,6 +147,7 @@ def ensure_prepared(cfg: Config, progress: bool = False,
 # ----------------------------------------------------------------------------------------------
 # Building
 
+
 def _unwrap(e: BaseException) -> BaseException:
     """`datasets` wraps errors raised while it generates rows; the user's NmtError is inside."""
     seen = e
@@ -142,8 +161,13 @@ def _unwrap(e: BaseException) -> BaseException:
 def _stream_rows(data: DataConfig, progress: bool) -> Iterator[dict]:
     from tqdm import tqdm
 
-    for s, t in tqdm(corpus.stream_split(data, "train"), desc="reading", unit=" pairs",
-                     disable=not progress, mininterval=1.0):
+    for s, t in tqdm(
+        corpus.stream_split(data, "train"),
+        desc="reading",
+        unit=" pairs",
+        disable=not progress,
+        mininterval=1.0,
+    ):
         yield {"src": s, "tgt": t}
 
 
@@ -154,8 +178,12 @@ def _read_train(cfg: Config, cache: Path, progress: bool):
         return corpus.hub_split(cfg.data, "train")
     features = ds.Features({"src": ds.Value("string"), "tgt": ds.Value("string")})
     try:
-        return ds.Dataset.from_generator(_stream_rows, features=features, cache_dir=str(cache),
-                                         gen_kwargs={"data": cfg.data, "progress": progress})
+        return ds.Dataset.from_generator(
+            _stream_rows,
+            features=features,
+            cache_dir=str(cache),
+            gen_kwargs={"data": cfg.data, "progress": progress},
+        )
     except Exception as e:  # noqa: BLE001 - re-raised, unwrapped when it is the user's mistake
         raise _unwrap(e) from None
 
@@ -163,7 +191,7 @@ def _read_train(cfg: Config, cache: Path, progress: bool):
 def _subwords(cfg: Config, text) -> Tokenizer:
     """Train (or load) the subword models on a seeded sample of at most vocab.max_sentences lines."""
     v, n = cfg.vocab, len(text)
-    if (v.model if v.joint else (v.src_model and v.tgt_model)):
+    if v.model if v.joint else (v.src_model and v.tgt_model):
         return Tokenizer.build(v, [], [], cfg.data.lowercase, cfg.train.seed)
     rows = -(-v.max_sentences // 2) if v.joint else v.max_sentences  # joint: both sides count
     if rows < n:
@@ -176,12 +204,19 @@ def _subwords(cfg: Config, text) -> Tokenizer:
 _TOKENIZERS: dict[bytes, Tokenizer] = {}
 
 
-def _encode(rows: dict, src_proto: bytes, tgt_proto: Optional[bytes], lowercase: bool,
-            max_len: int, max_ratio: float) -> dict:
+def _encode(
+    rows: dict,
+    src_proto: bytes,
+    tgt_proto: Optional[bytes],
+    lowercase: bool,
+    max_len: int,
+    max_ratio: float,
+) -> dict:
     """One batch of rows -> ids, lengths and the filter decision (runs in the map workers)."""
     key = hashlib.sha1(src_proto + (tgt_proto or b"")).digest() + bytes([lowercase])
-    tok = _TOKENIZERS.get(key) or _TOKENIZERS.setdefault(key, Tokenizer(src_proto, tgt_proto,
-                                                                         lowercase))
+    tok = _TOKENIZERS.get(key) or _TOKENIZERS.setdefault(
+        key, Tokenizer(src_proto, tgt_proto, lowercase)
+    )
     src, tgt = tok.encode_src(rows["src"]), tok.encode_tgt(rows["tgt"])
     drop = []
     for s_text, t_text, s, t in zip(rows["src"], rows["tgt"], src, tgt):
@@ -194,15 +229,27 @@ def _encode(rows: dict, src_proto: bytes, tgt_proto: Optional[bytes], lowercase:
             drop.append(RATIO)
         else:
             drop.append(KEEP)
-    return {"src": src, "tgt": tgt, "src_len": [len(s) for s in src],
-            "tgt_len": [len(t) for t in tgt], "drop": drop}
+    return {
+        "src": src,
+        "tgt": tgt,
+        "src_len": [len(s) for s in src],
+        "tgt_len": [len(t) for t in tgt],
+        "drop": drop,
+    }
 
 
 def _id_features(ds, vocab: int):
     seq = getattr(ds, "List", None) or ds.Sequence
     ids = ds.Value("uint16" if vocab <= 1 << 16 else "int32")
-    return ds.Features({"src": seq(ids), "tgt": seq(ids), "src_len": ds.Value("int32"),
-                        "tgt_len": ds.Value("int32"), "drop": ds.Value("int8")})
+    return ds.Features(
+        {
+            "src": seq(ids),
+            "tgt": seq(ids),
+            "src_len": ds.Value("int32"),
+            "tgt_len": ds.Value("int32"),
+            "drop": ds.Value("int8"),
+        }
+    )
 
 
 def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = None) -> None:
@@ -224,28 +271,51 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
     if progress:
         ds.enable_progress_bars()
     d = cfg.data
-    ids = text.map(_encode, batched=True, num_proc=d.workers if d.workers > 1 else None,
-                   remove_columns=text.column_names, features=_id_features(ds, vocab),
-                   cache_file_name=str(out / "train.arrow"), load_from_cache_file=False,
-                   desc="encoding", fn_kwargs={"src_proto": tok.src_proto,
-                                              "tgt_proto": tok.tgt_proto,
-                                              "lowercase": d.lowercase, "max_len": d.max_len,
-                                              "max_ratio": d.max_ratio})
+    ids = text.map(
+        _encode,
+        batched=True,
+        num_proc=d.workers if d.workers > 1 else None,
+        remove_columns=text.column_names,
+        features=_id_features(ds, vocab),
+        cache_file_name=str(out / "train.arrow"),
+        load_from_cache_file=False,
+        desc="encoding",
+        fn_kwargs={
+            "src_proto": tok.src_proto,
+            "tgt_proto": tok.tgt_proto,
+            "lowercase": d.lowercase,
+            "max_len": d.max_len,
+            "max_ratio": d.max_ratio,
+        },
+    )
     ds.disable_progress_bars()
     times["encode+filter"] = time.perf_counter() - t0
+    del text
+    shutil.rmtree(out / "read", ignore_errors=True)
+    _write_meta(out, ids, times, vocab, d)
+
+
+def _write_meta(out: Path, ids, times: dict, vocab: int, d: DataConfig) -> None:
+    """meta.json: the Arrow files, filter statistics, token counts and timings of a build."""
     drop = np.bincount(ids.data.column("drop").to_numpy(), minlength=4)
     src_tokens = int(np.asarray(ids.data.column("src_len")).sum())
     tgt_tokens = int(np.asarray(ids.data.column("tgt_len")).sum())
     n = len(ids)
-    del ids, text
-    shutil.rmtree(out / "read", ignore_errors=True)
     files = sorted(p.name for p in out.glob("train*.arrow"))
     stats = FilterStats(n, int(drop[KEEP]), int(drop[EMPTY]), int(drop[TOO_LONG]), int(drop[RATIO]))
-    meta = {"format": FORMAT, "files": files, "stats": asdict(stats), "seconds": times,
-            "src_tokens": src_tokens, "tgt_tokens": tgt_tokens, "vocab": vocab,
-            "bytes": sum((out / f).stat().st_size for f in files), "workers": d.workers,
-            "lowercase": d.lowercase,
-            "subwords": sorted(p.name for p in out.glob("spm*.model"))}
+    meta = {
+        "format": FORMAT,
+        "files": files,
+        "stats": asdict(stats),
+        "seconds": times,
+        "src_tokens": src_tokens,
+        "tgt_tokens": tgt_tokens,
+        "vocab": vocab,
+        "bytes": sum((out / f).stat().st_size for f in files),
+        "workers": d.workers,
+        "lowercase": d.lowercase,
+        "subwords": sorted(p.name for p in out.glob(SUBWORD_GLOB)),
+    }
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     log.info(f"prepare: encoded and filtered in {times['encode+filter']:.1f} s; {stats.line()}")
 
@@ -253,36 +323,49 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
 # ----------------------------------------------------------------------------------------------
 # Opening
 
+
 @dataclass
 class PreparedCorpus:
     path: Path
     meta: dict
     tokenizer: Tokenizer
-    src: IdColumn       # every pair read, memory-mapped
+    src: IdColumn  # every pair read, memory-mapped
     tgt: IdColumn
-    kept: np.ndarray    # rows kept by the filter, in corpus order
-    files: list[Path]   # the mapped Arrow files
+    kept: np.ndarray  # rows kept by the filter, in corpus order
+    files: list[Path]  # the mapped Arrow files
 
     @property
     def stats(self) -> FilterStats:
         return FilterStats(**self.meta["stats"])
 
-    def batcher(self, data: DataConfig, seed: int, rank: int = 0, world: int = 1,
-                pin: bool = False) -> BucketBatcher:
-        return BucketBatcher(self.src, self.tgt, data.batch_tokens, data.batch_size, seed,
-                             rank, world, rows=self.kept, pin=pin)
+    def batcher(
+        self, data: DataConfig, seed: int, rank: int = 0, world: int = 1, pin: bool = False
+    ) -> BucketBatcher:
+        return BucketBatcher(
+            self.src,
+            self.tgt,
+            data.batch_tokens,
+            data.batch_size,
+            seed,
+            rank,
+            world,
+            rows=self.kept,
+            pin=pin,
+        )
 
     def summary(self) -> str:
         m, sec = self.meta, self.meta["seconds"]
         total = sum(sec.values())
         stages = ", ".join(f"{k} {v:.1f} s" for k, v in sec.items())
-        return (f"prepared corpus: {self.path}\n{self.stats.line()}\n"
-                f"tokens: source {m['src_tokens']}, target {m['tgt_tokens']} (ids as "
-                f"{'uint16' if m['vocab'] <= 1 << 16 else 'int32'}); {m['bytes'] / 1e6:.1f} MB on "
-                f"disk in {len(m['files'])} Arrow file(s)\n"
-                f"prepare time: {stages}; {total:.1f} s in all, "
-                f"{m['stats']['total'] / max(total, 1e-9):,.0f} pairs/s with {m['workers']} "
-                f"worker(s)")
+        return (
+            f"prepared corpus: {self.path}\n{self.stats.line()}\n"
+            f"tokens: source {m['src_tokens']}, target {m['tgt_tokens']} (ids as "
+            f"{'uint16' if m['vocab'] <= 1 << 16 else 'int32'}); {m['bytes'] / 1e6:.1f} MB on "
+            f"disk in {len(m['files'])} Arrow file(s)\n"
+            f"prepare time: {stages}; {total:.1f} s in all, "
+            f"{m['stats']['total'] / max(total, 1e-9):,.0f} pairs/s with {m['workers']} "
+            f"worker(s)"
+        )
 
 
 def open_prepared(path: Path) -> PreparedCorpus:
@@ -294,22 +377,33 @@ def open_prepared(path: Path) -> PreparedCorpus:
     table = (ds.concatenate_datasets(parts) if len(parts) > 1 else parts[0]).data
     names = meta["subwords"]
     protos = [(path / n).read_bytes() for n in names]
-    tok = Tokenizer(protos[0] if len(protos) == 1 else (path / "spm.src.model").read_bytes(),
-                    None if len(protos) == 1 else (path / "spm.tgt.model").read_bytes(),
-                    meta["lowercase"])
+    tok = Tokenizer(
+        protos[0] if len(protos) == 1 else (path / SRC_SUBWORDS).read_bytes(),
+        None if len(protos) == 1 else (path / TGT_SUBWORDS).read_bytes(),
+        meta["lowercase"],
+    )
     drop = table.column("drop").to_numpy()
-    return PreparedCorpus(path, meta, tok, IdColumn.from_arrow(table.column("src")),
-                          IdColumn.from_arrow(table.column("tgt")),
-                          np.flatnonzero(drop == KEEP), files)
+    return PreparedCorpus(
+        path,
+        meta,
+        tok,
+        IdColumn.from_arrow(table.column("src")),
+        IdColumn.from_arrow(table.column("tgt")),
+        np.flatnonzero(drop == KEEP),
+        files,
+    )
 
 
-def prepared_corpus(cfg: Config, progress: bool = False,
-                    tokenizer: Optional[Tokenizer] = None) -> PreparedCorpus:
+def prepared_corpus(
+    cfg: Config, progress: bool = False, tokenizer: Optional[Tokenizer] = None
+) -> PreparedCorpus:
     """Prepare on first use (one code path), then map. `tokenizer`: encode with these subword
     models (a fine-tuned run reuses its parent's) instead of training new ones."""
     path, _ = ensure_prepared(cfg, progress, tokenizer)
     corpus_ = open_prepared(path)
     if not corpus_.kept.size:
-        raise NmtError(f"the training set is empty after filtering ({corpus_.stats.line()}); "
-                       f"check 'data.max_len' and 'data.max_ratio'")
+        raise NmtError(
+            f"the training set is empty after filtering ({corpus_.stats.line()}); "
+            f"check 'data.max_len' and 'data.max_ratio'"
+        )
     return corpus_

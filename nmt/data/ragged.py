@@ -5,6 +5,7 @@ values[offsets[r]:offsets[r + 1]]). Chunks come from Arrow record batches of a m
 (no copy: the ids stay in the page cache, shared by every process mapping the file) or from
 in-memory lists (validation). Rows are only read when a batch is built.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -25,8 +26,7 @@ class IdColumn:
     def from_lists(cls, seqs: Sequence[Sequence[int]]) -> "IdColumn":
         lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
         offsets = np.concatenate([[0], np.cumsum(lengths)])
-        values = np.fromiter((i for s in seqs for i in s), dtype=np.int32,
-                             count=int(offsets[-1]))
+        values = np.fromiter((i for s in seqs for i in s), dtype=np.int32, count=int(offsets[-1]))
         return cls([(values, offsets)])
 
     @classmethod
@@ -37,8 +37,9 @@ class IdColumn:
         for c in chunks:
             if len(c) == 0:
                 continue
-            out.append((c.values.to_numpy(zero_copy_only=True),
-                        c.offsets.to_numpy(zero_copy_only=True)))
+            out.append(
+                (c.values.to_numpy(zero_copy_only=True), c.offsets.to_numpy(zero_copy_only=True))
+            )
         return cls(out)
 
     def lengths(self) -> np.ndarray:
@@ -55,5 +56,5 @@ class IdColumn:
         out = []
         for c, r in zip(chunk.tolist(), local.tolist()):
             values, off = self.chunks[c]
-            out.append(values[off[r]:off[r + 1]])
+            out.append(values[off[r] : off[r + 1]])
         return out

@@ -32,6 +32,7 @@ target word is ever a copy of a source word. Every source sentence has exactly o
 transitivity is lexical, relative clauses do not nest and carry no PP), so the target is a function
 of the source and BLEU 100 is reachable.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,7 +48,7 @@ from nmt.config import SyntheticConfig
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 
-VERSION = 1   # bump whenever the generated text changes, so cached corpora can be told apart
+VERSION = 1  # bump whenever the generated text changes, so cached corpora can be told apart
 
 SG, PL = 0, 1
 DEF, INDEF, DEM = 0, 1, 2
@@ -64,40 +65,60 @@ VOWELS = "a e i o u".split()
 # The target marks agreement class 2 * gender + number with a vowel on two function words.
 AGR_VOWELS = "a e i o".split()
 SRC_DET = {DEF: ("le", "les"), INDEF: ("un", "dus"), DEM: ("ti", "tis")}  # [kind][number]
-TGT_DET = {DEF: tuple("h" + v for v in AGR_VOWELS), DEM: tuple("y" + v for v in AGR_VOWELS),
-           INDEF: None}                                                      # [kind][agreement]
-TGT_AUX = {neg: tuple(c + v for v in AGR_VOWELS)                   # [negated][agreement]
-           for neg, c in ((False, "sh"), (True, "ch"))}
+TGT_DET = {
+    DEF: tuple("h" + v for v in AGR_VOWELS),
+    DEM: tuple("y" + v for v in AGR_VOWELS),
+    INDEF: None,
+}  # [kind][agreement]
+TGT_AUX = {
+    neg: tuple(c + v for v in AGR_VOWELS)  # [negated][agreement]
+    for neg, c in ((False, "sh"), (True, "ch"))
+}
 SRC_REL, TGT_REL = "ko", "thu"
 SRC_NEG = "ne"
 PREPOSITIONS = [("in", "fa"), ("sur", "fi"), ("kon", "fo"), ("ad", "fu"), ("de", "fe")]
 PARTICLES = ["ap", "ot", "bi"]
 # (source, target, is_subordinator): subordinators close their clause in the target
-LINKS = [("en", "zu", False), ("mas", "za", False), ("por", "jeze", True),
-         ("kan", "jafu", True), ("si", "zi", True), ("dum", "jewa", True)]
+LINKS = [
+    ("en", "zu", False),
+    ("mas", "za", False),
+    ("por", "jeze", True),
+    ("kan", "jafu", True),
+    ("si", "zi", True),
+    ("dum", "jewa", True),
+]
 LINK_WEIGHTS = [40, 15, 15, 12, 10, 8]
 
-RESERVED = ({w for forms in (*SRC_DET.values(), *TGT_DET.values(), *TGT_AUX.values()) if forms
-             for w in forms}
-            | {SRC_REL, TGT_REL, SRC_NEG} | {w for p in PREPOSITIONS for w in p}
-            | set(PARTICLES) | {w for s, t, _ in LINKS for w in (s, t)})
+RESERVED = (
+    {
+        w
+        for forms in (*SRC_DET.values(), *TGT_DET.values(), *TGT_AUX.values())
+        if forms
+        for w in forms
+    }
+    | {SRC_REL, TGT_REL, SRC_NEG}
+    | {w for p in PREPOSITIONS for w in p}
+    | set(PARTICLES)
+    | {w for s, t, _ in LINKS for w in (s, t)}
+)
 
 # Shares of the lexicon and rates of the optional constructions.
 NOUN_SHARE, VERB_SHARE = 0.45, 0.30
-COMPOUND_RATE = 0.10      # nouns that become two target words
-LIGHT_VERB_RATE = 0.15    # verbs that become incorporated noun + light verb
-IDIOM_RATE = 0.17         # verbs that also form a `verb particle` idiom
+COMPOUND_RATE = 0.10  # nouns that become two target words
+LIGHT_VERB_RATE = 0.15  # verbs that become incorporated noun + light verb
+IDIOM_RATE = 0.17  # verbs that also form a `verb particle` idiom
 TRANSITIVE_RATE = 0.65
 
 
 # ----------------------------------------------------------------------------------------------
 # Lexicon
 
+
 @dataclass(frozen=True)
 class Noun:
     src: str
-    gender: int                  # lexical, visible only through agreement
-    tgt: tuple[str, ...]         # one word or a two-word compound
+    gender: int  # lexical, visible only through agreement
+    tgt: tuple[str, ...]  # one word or a two-word compound
 
 
 @dataclass(frozen=True)
@@ -108,14 +129,15 @@ class Adjective:
 
 @dataclass(frozen=True)
 class Verb:
-    src: tuple[str, ...]         # one word, or an idiom `verb particle`
+    src: tuple[str, ...]  # one word, or an idiom `verb particle`
     transitive: bool
-    tgt: tuple[str, ...]         # one word, or incorporated noun + light verb
+    tgt: tuple[str, ...]  # one word, or incorporated noun + light verb
 
 
 @dataclass(frozen=True)
 class Lexicon:
     """Entries in Zipf rank order (index 0 is the most frequent)."""
+
     nouns: tuple[Noun, ...]
     adjectives: tuple[Adjective, ...]
     verbs: tuple[Verb, ...]
@@ -136,7 +158,7 @@ class _WordMaker:
 
     def _fresh(self, make, syllables: int) -> str:
         for attempt in range(10_000):
-            word = make(syllables + attempt // 50)   # lengthen words once short ones run out
+            word = make(syllables + attempt // 50)  # lengthen words once short ones run out
             if word not in self.used:
                 self.used.add(word)
                 return word
@@ -144,13 +166,19 @@ class _WordMaker:
 
     def source(self, syllables: int) -> str:
         r = self.rng
-        return self._fresh(lambda k: "".join(r.choice(SRC_ONSETS) + r.choice(VOWELS)
-                                             for _ in range(k)) + r.choice(SRC_CODAS), syllables)
+        return self._fresh(
+            lambda k: (
+                "".join(r.choice(SRC_ONSETS) + r.choice(VOWELS) for _ in range(k))
+                + r.choice(SRC_CODAS)
+            ),
+            syllables,
+        )
 
     def target(self, syllables: int) -> str:
         r = self.rng
-        return self._fresh(lambda k: "".join(r.choice(TGT_ONSETS) + r.choice(VOWELS)
-                                             for _ in range(k)), syllables)
+        return self._fresh(
+            lambda k: "".join(r.choice(TGT_ONSETS) + r.choice(VOWELS) for _ in range(k)), syllables
+        )
 
 
 @lru_cache(maxsize=8)
@@ -163,28 +191,40 @@ def build_lexicon(seed: int, size: int) -> Lexicon:
     n_noun, n_verb = round(size * NOUN_SHARE), round(size * VERB_SHARE)
     n_adj = size - n_noun - n_verb
 
-    def syllables(rank: int, n: int) -> int:   # frequent words are short
+    def syllables(rank: int, n: int) -> int:  # frequent words are short
         return 2 if rank < n // 3 else rng.choice((2, 3))
 
     def one_or_two(rank: int, n: int, rate: float) -> tuple[str, ...]:
         first = (words.target(2),) if rng.random() < rate else ()
         return first + (words.target(syllables(rank, n)),)
 
-    nouns = [Noun(words.source(syllables(r, n_noun)), rng.randrange(2),
-                  one_or_two(r, n_noun, COMPOUND_RATE)) for r in range(n_noun)]
-    adjectives = [Adjective(words.source(syllables(r, n_adj)), words.target(syllables(r, n_adj)))
-                  for r in range(n_adj)]
-    light = words.target(2)   # the light verb "do": `swim` -> `swim-noun do`
+    nouns = [
+        Noun(
+            words.source(syllables(r, n_noun)),
+            rng.randrange(2),
+            one_or_two(r, n_noun, COMPOUND_RATE),
+        )
+        for r in range(n_noun)
+    ]
+    adjectives = [
+        Adjective(words.source(syllables(r, n_adj)), words.target(syllables(r, n_adj)))
+        for r in range(n_adj)
+    ]
+    light = words.target(2)  # the light verb "do": `swim` -> `swim-noun do`
     verbs = []
     for r in range(n_verb):
         # rank 0 transitive, rank 1 intransitive: short sentences always have a verb that fits
         transitive = r == 0 or (r > 1 and rng.random() < TRANSITIVE_RATE)
-        tgt = ((words.target(2), light) if r > 1 and rng.random() < LIGHT_VERB_RATE
-               else (words.target(syllables(r, n_verb)),))
+        tgt = (
+            (words.target(2), light)
+            if r > 1 and rng.random() < LIGHT_VERB_RATE
+            else (words.target(syllables(r, n_verb)),)
+        )
         verbs.append(Verb((words.source(syllables(r, n_verb)),), transitive, tgt))
     for base in [v for v in verbs[2:] if rng.random() < IDIOM_RATE]:
-        idiom = Verb((base.src[0], rng.choice(PARTICLES)), rng.random() < TRANSITIVE_RATE,
-                     (words.target(3),))
+        idiom = Verb(
+            (base.src[0], rng.choice(PARTICLES)), rng.random() < TRANSITIVE_RATE, (words.target(3),)
+        )
         verbs.insert(rng.randrange(2, len(verbs) + 1), idiom)
     return Lexicon(tuple(nouns), tuple(adjectives), tuple(verbs))
 
@@ -192,22 +232,23 @@ def build_lexicon(seed: int, size: int) -> Lexicon:
 # ----------------------------------------------------------------------------------------------
 # Sentence structure and its two renderings
 
+
 @dataclass
 class NP:
     noun: int
     number: int = SG
     det: int = DEF
     adjs: tuple[int, ...] = ()
-    rel: Optional["Clause"] = None     # subject relative clause: this NP is its subject
+    rel: Optional["Clause"] = None  # subject relative clause: this NP is its subject
 
 
 @dataclass
 class Clause:
     verb: int
-    subj: Optional[NP] = None          # None inside a relative clause
+    subj: Optional[NP] = None  # None inside a relative clause
     obj: Optional[NP] = None
     neg: bool = False
-    pp: Optional[tuple[int, NP]] = None   # (preposition index, NP)
+    pp: Optional[tuple[int, NP]] = None  # (preposition index, NP)
 
 
 # Renderers append (word, links) pairs: `links` names the sentence elements the word translates
@@ -232,7 +273,7 @@ def _src_np(np: NP, lex: Lexicon, out: Words) -> None:
 def _src_vp(c: Clause, lex: Lexicon, out: Words) -> None:
     if c.neg:
         out.append((SRC_NEG, _el("neg", c)))
-    out.extend((w, _el("verb", c)) for w in lex.verbs[c.verb].src)   # an idiom's particle too
+    out.extend((w, _el("verb", c)) for w in lex.verbs[c.verb].src)  # an idiom's particle too
     if c.obj is not None:
         _src_np(c.obj, lex, out)
     if c.pp is not None:
@@ -245,9 +286,10 @@ def _tgt_np(np: NP, lex: Lexicon, out: Words) -> int:
     noun = lex.nouns[np.noun]
     agr = 2 * noun.gender + np.number
     out.extend((w, _el("noun", np)) for w in noun.tgt)
-    out.extend((lex.adjectives[a].tgt, _el("adj", np, k))
-               for k, a in reversed(list(enumerate(np.adjs))))
-    if TGT_DET[np.det]:            # the indefinite article has no translation
+    out.extend(
+        (lex.adjectives[a].tgt, _el("adj", np, k)) for k, a in reversed(list(enumerate(np.adjs)))
+    )
+    if TGT_DET[np.det]:  # the indefinite article has no translation
         out.append((TGT_DET[np.det][agr], _el("det", np)))
     if np.rel is not None:
         out.append((TGT_REL, _el("rel", np)))
@@ -291,9 +333,9 @@ def links(src: Words, tgt: Words) -> list[tuple[int, int]]:
 # ----------------------------------------------------------------------------------------------
 # Sampling
 
-P_DET = list(accumulate([50, 35, 15]))          # def, indef, dem
+P_DET = list(accumulate([50, 35, 15]))  # def, indef, dem
 P_PLURAL = 0.4
-P_ADJS = list(accumulate([55, 33, 12]))         # 0, 1, 2 adjectives
+P_ADJS = list(accumulate([55, 33, 12]))  # 0, 1, 2 adjectives
 P_NEG, P_PP = 0.15, 0.3
 P_REL_SUBJ, P_REL_OBJ = 0.15, 0.2
 
@@ -331,8 +373,12 @@ class _Grammar:
         """A bare NP (2 words) plus as many sampled adjectives as fit in `room` - 2."""
         det = bisect_right(P_DET, rng.random() * P_DET[-1])
         n_adj = min(bisect_right(P_ADJS, rng.random() * P_ADJS[-1]), max(room - 2, 0))
-        return NP(self.nouns.draw(rng), PL if rng.random() < P_PLURAL else SG, det,
-                  tuple(self.adjs.draw(rng) for _ in range(n_adj)))
+        return NP(
+            self.nouns.draw(rng),
+            PL if rng.random() < P_PLURAL else SG,
+            det,
+            tuple(self.adjs.draw(rng) for _ in range(n_adj)),
+        )
 
     def vp(self, rng: random.Random, room: int, main: bool) -> tuple[Clause, int]:
         """A verb phrase of at most `room` source words (room >= 1); returns it and its length."""
@@ -360,14 +406,15 @@ class _Grammar:
     def clause(self, rng: random.Random, room: int) -> Clause:
         """A main clause of at most max(room, 3) source words."""
         room = max(room, 3)
-        subj = self.np(rng, room - 1)   # leave the verb one word
+        subj = self.np(rng, room - 1)  # leave the verb one word
         c, used = self.vp(rng, room - 2 - len(subj.adjs), main=True)
         c.subj = subj
         self.relative(rng, subj, room - used - 2 - len(subj.adjs), P_REL_SUBJ)
         return c
 
-    def sentence(self, rng: random.Random, length: int) -> tuple[list[str], list[str],
-                                                                 list[tuple[int, int]]]:
+    def sentence(
+        self, rng: random.Random, length: int
+    ) -> tuple[list[str], list[str], list[tuple[int, int]]]:
         """Clauses joined by links until the next one would not fit in `length` words; with
         the (source, target) word alignment."""
         first = self.clause(rng, length)
@@ -376,8 +423,9 @@ class _Grammar:
         while length - len(src) - 1 >= 3:
             clause = self.clause(rng, length - len(src) - 1)
             s, t = render_clause_aligned(clause, self.lex)
-            link_src, link_tgt, closes = LINKS[bisect_right(self.links,
-                                                            rng.random() * self.links[-1])]
+            link_src, link_tgt, closes = LINKS[
+                bisect_right(self.links, rng.random() * self.links[-1])
+            ]
             at_s, at_t = len(src) + 1, len(tgt) + (0 if closes else 1)
             link_t = len(tgt) + len(t) if closes else len(tgt)
             found += [(at_s + i, at_t + j) for i, j in links(s, t)] + [(len(src), link_t)]
@@ -398,17 +446,19 @@ def _length(rng: random.Random, cfg: SyntheticConfig) -> int:
 # ----------------------------------------------------------------------------------------------
 # Public API
 
-def iter_aligned(cfg: SyntheticConfig, split: str, n: int
-                 ) -> Iterator[tuple[str, str, list[tuple[int, int]]]]:
+
+def iter_aligned(
+    cfg: SyntheticConfig, split: str, n: int
+) -> Iterator[tuple[str, str, list[tuple[int, int]]]]:
     """`n` (source, target, alignment) triples of `split`, one at a time; each split has its own
     seed. The alignment is the generator's own: (source, target) indices of the words that
     translate one another (function words without a translation have none)."""
     if cfg.min_words > cfg.max_words:
-        raise NmtError(f"synthetic min_words ({cfg.min_words}) exceeds max_words "
-                       f"({cfg.max_words})")
+        raise NmtError(f"synthetic min_words ({cfg.min_words}) exceeds max_words ({cfg.max_words})")
     if cfg.max_words < 3:
-        raise NmtError(f"synthetic max_words must be >= 3 (the shortest sentence), "
-                       f"got {cfg.max_words}")
+        raise NmtError(
+            f"synthetic max_words must be >= 3 (the shortest sentence), got {cfg.max_words}"
+        )
     if n < 0:
         raise NmtError(f"cannot generate a negative number of pairs ({n})")
     grammar = _Grammar(build_lexicon(cfg.seed, cfg.lexicon))
@@ -418,9 +468,10 @@ def iter_aligned(cfg: SyntheticConfig, split: str, n: int
         made = 0
         while made < n:
             src, tgt, alignment = grammar.sentence(rng, _length(rng, cfg))
-            if len(src) >= cfg.min_words:   # rare misses of a tight length window are redrawn
+            if len(src) >= cfg.min_words:  # rare misses of a tight length window are redrawn
                 made += 1
                 yield " ".join(src), " ".join(tgt), alignment
+
     return pairs()
 
 
@@ -429,8 +480,9 @@ def iter_pairs(cfg: SyntheticConfig, split: str, n: int) -> Iterator[tuple[str, 
     return ((s, t) for s, t, _ in iter_aligned(cfg, split, n))
 
 
-def generate_aligned(cfg: SyntheticConfig, split: str, n: int
-                     ) -> list[tuple[str, str, list[tuple[int, int]]]]:
+def generate_aligned(
+    cfg: SyntheticConfig, split: str, n: int
+) -> list[tuple[str, str, list[tuple[int, int]]]]:
     """generate's pairs with the generator's own word alignment (see iter_aligned)."""
     return list(iter_aligned(cfg, split, n))
 
@@ -447,19 +499,24 @@ def _write_pairs(src_path: Path, tgt_path: Path, pairs: Iterable[tuple[str, str]
     def write_tgt(tmp_tgt: Path) -> None:
         def write_src(tmp_src: Path) -> None:
             nonlocal count
-            with open(tmp_src, "x", encoding="utf-8") as fs, \
-                    open(tmp_tgt, "x", encoding="utf-8") as ft:
+            with (
+                open(tmp_src, "x", encoding="utf-8") as fs,
+                open(tmp_tgt, "x", encoding="utf-8") as ft,
+            ):
                 for s, t in pairs:
                     fs.write(s + "\n")
                     ft.write(t + "\n")
                     count += 1
+
         atomic_write(src_path, write_src)
+
     atomic_write(tgt_path, write_tgt)
     return count
 
 
-def write_corpus(out_dir: str | Path, cfg: SyntheticConfig, src_lang: str = "src",
-                 tgt_lang: str = "tgt") -> dict[str, int]:
+def write_corpus(
+    out_dir: str | Path, cfg: SyntheticConfig, src_lang: str = "src", tgt_lang: str = "tgt"
+) -> dict[str, int]:
     """Write line-aligned `{train,valid,test}.{src_lang,tgt_lang}`; return {split: pairs}."""
     if src_lang == tgt_lang:
         raise NmtError(f"source and target language keys must differ, both are {src_lang!r}")
@@ -467,6 +524,7 @@ def write_corpus(out_dir: str | Path, cfg: SyntheticConfig, src_lang: str = "src
     out.mkdir(parents=True, exist_ok=True)
     counts = {}
     for split, n in (("train", cfg.train), ("valid", cfg.valid), ("test", cfg.test)):
-        counts[split] = _write_pairs(out / f"{split}.{src_lang}", out / f"{split}.{tgt_lang}",
-                                     iter_pairs(cfg, split, n))
+        counts[split] = _write_pairs(
+            out / f"{split}.{src_lang}", out / f"{split}.{tgt_lang}", iter_pairs(cfg, split, n)
+        )
     return counts

@@ -3,6 +3,7 @@
 Special ids are fixed project-wide: PAD=0, UNK=1, BOS=2, EOS=3. Source sequences are encoded as
 `pieces + [EOS]`; targets as bare pieces (the batcher adds BOS/EOS).
 """
+
 from __future__ import annotations
 
 import io
@@ -14,6 +15,7 @@ import sentencepiece as spm
 from nmt.config import VocabConfig
 from nmt.errors import NmtError
 from nmt.files import atomic_write
+from nmt.run_dir import subword_files
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -26,13 +28,25 @@ def _train_proto(lines: Iterable[str], cfg: VocabConfig, seed: int) -> bytes:
     spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines), model_writer=buf, vocab_size=cfg.size,
-            model_type=cfg.type, character_coverage=cfg.character_coverage,
-            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
-            input_sentence_size=cfg.max_sentences, shuffle_input_sentence=True,
+            sentence_iterator=iter(lines),
+            model_writer=buf,
+            vocab_size=cfg.size,
+            model_type=cfg.type,
+            character_coverage=cfg.character_coverage,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            input_sentence_size=cfg.max_sentences,
+            shuffle_input_sentence=True,
             hard_vocab_limit=False,  # small corpora get a smaller vocabulary instead of an error
-            max_sentence_length=1 << 16, num_threads=2, minloglevel=2,
-            split_digits=True, byte_fallback=False, train_extremely_large_corpus=False)
+            max_sentence_length=1 << 16,
+            num_threads=2,
+            minloglevel=2,
+            split_digits=True,
+            byte_fallback=False,
+            train_extremely_large_corpus=False,
+        )
     except RuntimeError as e:
         raise NmtError(f"sentencepiece training failed: {str(e).splitlines()[0]}") from None
     return buf.getvalue()
@@ -42,8 +56,10 @@ def _load_proto(proto: bytes) -> spm.SentencePieceProcessor:
     sp = spm.SentencePieceProcessor()
     sp.LoadFromSerializedProto(proto)
     if (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) != (PAD, UNK, BOS, EOS):
-        raise NmtError("sentencepiece model must use pad=0, unk=1, bos=2, eos=3 (train it with "
-                       "--pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3)")
+        raise NmtError(
+            "sentencepiece model must use pad=0, unk=1, bos=2, eos=3 (train it with "
+            "--pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3)"
+        )
     return sp
 
 
@@ -64,8 +80,9 @@ def _read_model(path: str) -> bytes:
 class Tokenizer:
     """Source and target sentencepiece processors (the same one when the vocabulary is joint)."""
 
-    def __init__(self, src_proto: bytes, tgt_proto: Optional[bytes] = None,
-                 lowercase: bool = False) -> None:
+    def __init__(
+        self, src_proto: bytes, tgt_proto: Optional[bytes] = None, lowercase: bool = False
+    ) -> None:
         self.src_proto, self.tgt_proto = src_proto, tgt_proto
         self.lowercase = lowercase
         self.src = _load_proto(src_proto)
@@ -76,23 +93,38 @@ class Tokenizer:
         return self.tgt_proto is None
 
     @classmethod
-    def build(cls, cfg: VocabConfig, src_lines: list[str], tgt_lines: list[str],
-              lowercase: bool, seed: int) -> "Tokenizer":
+    def build(
+        cls,
+        cfg: VocabConfig,
+        src_lines: list[str],
+        tgt_lines: list[str],
+        lowercase: bool,
+        seed: int,
+    ) -> "Tokenizer":
         """Load the configured models, or train new ones on the training text."""
         if cfg.joint:
-            proto = _read_model(cfg.model) if cfg.model else _train_proto(
-                _lower(src_lines + tgt_lines, lowercase), cfg, seed)
+            proto = (
+                _read_model(cfg.model)
+                if cfg.model
+                else _train_proto(_lower(src_lines + tgt_lines, lowercase), cfg, seed)
+            )
             return cls(proto, None, lowercase)
-        src = _read_model(cfg.src_model) if cfg.src_model else _train_proto(
-            _lower(src_lines, lowercase), cfg, seed)
-        tgt = _read_model(cfg.tgt_model) if cfg.tgt_model else _train_proto(
-            _lower(tgt_lines, lowercase), cfg, seed)
+        src = (
+            _read_model(cfg.src_model)
+            if cfg.src_model
+            else _train_proto(_lower(src_lines, lowercase), cfg, seed)
+        )
+        tgt = (
+            _read_model(cfg.tgt_model)
+            if cfg.tgt_model
+            else _train_proto(_lower(tgt_lines, lowercase), cfg, seed)
+        )
         return cls(src, tgt, lowercase)
 
     def save(self, run_dir: str | Path) -> list[Path]:
         run_dir = Path(run_dir)
-        files = {"spm.model": self.src_proto} if self.joint else {
-            "spm.src.model": self.src_proto, "spm.tgt.model": self.tgt_proto}
+        protos = (self.src_proto,) if self.joint else (self.src_proto, self.tgt_proto)
+        files = dict(zip(subword_files(self.joint), protos))
         written = []
         for name, proto in files.items():
             atomic_write(run_dir / name, proto)

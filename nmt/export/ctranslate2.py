@@ -18,6 +18,7 @@ CTranslate2 limits a hypothesis by one `max_decoding_length` per call, where we 
 floor(a * src_len + b) tokens per sentence (src_len counting the EOS); `translate_ct2` groups
 sentences by that limit so both engines stop at the same length.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,10 @@ def import_ctranslate2() -> Any:
     try:
         import ctranslate2
     except ImportError:
-        raise NmtError("the ctranslate2 package is not installed: pip install ctranslate2 "
-                       "(or the project's 'export' extra)") from None
+        raise NmtError(
+            "the ctranslate2 package is not installed: pip install ctranslate2 "
+            "(or the project's 'export' extra)"
+        ) from None
     return ctranslate2
 
 
@@ -78,8 +81,11 @@ def _position_table(model: Transformer, cfg: Config) -> np.ndarray:
         return _array(pos.table.weight)
     # Long enough for the longest input and the longest output our limits allow.
     d = cfg.decode
-    longest = max(pos.max_positions, d.max_input_tokens + 1,
-                  math.floor(d.max_len_a * (d.max_input_tokens + 1) + d.max_len_b) + 1)
+    longest = max(
+        pos.max_positions,
+        d.max_input_tokens + 1,
+        math.floor(d.max_len_a * (d.max_input_tokens + 1) + d.max_len_b) + 1,
+    )
     return _array(sinusoids(longest, model.d_model))
 
 
@@ -87,8 +93,9 @@ def build_spec(cfg: Config, model: Transformer, tok: Tokenizer) -> Any:
     """A filled-in `ctranslate2.specs.TransformerSpec` holding the model's weights."""
     specs = import_ctranslate2().specs
     pre = cfg.model.norm == "pre"
-    spec = specs.TransformerSpec.from_config(cfg.model.layers, cfg.model.heads, pre_norm=pre,
-                                             activation=specs.Activation.RELU)
+    spec = specs.TransformerSpec.from_config(
+        cfg.model.layers, cfg.model.heads, pre_norm=pre, activation=specs.Activation.RELU
+    )
     table = _position_table(model, cfg)
     enc, dec = spec.encoder, spec.decoder
     enc.embeddings[0].weight = _array(model.src_emb.weight)
@@ -140,8 +147,12 @@ def _converter(spec: Any) -> Any:
     return NmtConverter()
 
 
-def export_ctranslate2(target: str | Path, out_dir: str | Path,
-                       quantization: Optional[str] = None, overwrite: bool = False) -> Path:
+def export_ctranslate2(
+    target: str | Path,
+    out_dir: str | Path,
+    quantization: Optional[str] = None,
+    overwrite: bool = False,
+) -> Path:
     """Write a CTranslate2 model directory for a Transformer run or checkpoint.
 
     The directory holds model.bin, config.json, the vocabulary JSON file(s), the sentencepiece
@@ -150,28 +161,36 @@ def export_ctranslate2(target: str | Path, out_dir: str | Path,
     or not at all.
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
-        raise NmtError(f"--quantization {quantization!r}: expected one of "
-                       f"{', '.join(QUANTIZATIONS)}")
+        raise NmtError(
+            f"--quantization {quantization!r}: expected one of {', '.join(QUANTIZATIONS)}"
+        )
     out = Path(out_dir)
     if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
         raise NmtError(f"output directory {out} already exists; pass --overwrite to replace it")
     import_ctranslate2()
     cfg, model, tok, meta = load_model(target)
     if not isinstance(model, Transformer):
-        raise NmtError(f"cannot export '{cfg.model.arch}' ({meta['path']}) to CTranslate2: it "
-                       f"has no RNN decoder; only 'transformer' models can be exported")
+        raise NmtError(
+            f"cannot export '{cfg.model.arch}' ({meta['path']}) to CTranslate2: it "
+            f"has no RNN decoder; only 'transformer' models can be exported"
+        )
     spec = build_spec(cfg, model, tok)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         _converter(spec).convert(str(tmp), quantization=quantization, force=True)
         tok.save(tmp)
-        info = {"checkpoint": meta["path"], "step": meta["step"], "arch": cfg.model.arch,
-                "quantization": quantization or "float32", "lowercase": tok.lowercase,
-                "decode": to_dict(cfg)["decode"],
-                "note": "feed sentencepiece pieces without </s> (add_source_eos is set); pass "
-                        "max_decoding_length = floor(max_len_a * (pieces + 1) + max_len_b) per "
-                        "sentence and min_decoding_length=0 to stop where nmt stops"}
+        info = {
+            "checkpoint": meta["path"],
+            "step": meta["step"],
+            "arch": cfg.model.arch,
+            "quantization": quantization or "float32",
+            "lowercase": tok.lowercase,
+            "decode": to_dict(cfg)["decode"],
+            "note": "feed sentencepiece pieces without </s> (add_source_eos is set); pass "
+            "max_decoding_length = floor(max_len_a * (pieces + 1) + max_len_b) per "
+            "sentence and min_decoding_length=0 to stop where nmt stops",
+        }
         (tmp / "nmt_export.json").write_text(json.dumps(info, indent=2) + "\n", "utf-8")
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -191,9 +210,14 @@ def output_limit(n_src_ids: int, cfg: DecodeConfig) -> int:
     return math.floor(cfg.max_len_a * n_src_ids + cfg.max_len_b)
 
 
-def translate_ct2(translator: "ctranslate2.Translator", tok: Tokenizer, texts: list[str],
-                  cfg: DecodeConfig, beam: int = 1, batch_tokens: Optional[int] = None
-                  ) -> list[str]:
+def translate_ct2(
+    translator: "ctranslate2.Translator",
+    tok: Tokenizer,
+    texts: list[str],
+    cfg: DecodeConfig,
+    beam: int = 1,
+    batch_tokens: Optional[int] = None,
+) -> list[str]:
     """Translate like `nmt translate`: same subwords, same truncation, same per-sentence length
     limit (sentences grouped by limit), PAD/BOS never generated, empty output allowed."""
     from nmt.translate import encode_inputs  # the one place inputs are truncated
@@ -208,9 +232,15 @@ def translate_ct2(translator: "ctranslate2.Translator", tok: Tokenizer, texts: l
     for limit, members in sorted(groups.items()):
         pieces = [[tok.src.id_to_piece(t) for t in ids[i][:-1]] for i in members]
         results = translator.translate_batch(
-            pieces, beam_size=beam, length_penalty=cfg.alpha, max_decoding_length=limit,
-            min_decoding_length=0, suppress_sequences=banned,
-            max_batch_size=batch_tokens or cfg.batch_tokens, batch_type="tokens")
+            pieces,
+            beam_size=beam,
+            length_penalty=cfg.alpha,
+            max_decoding_length=limit,
+            min_decoding_length=0,
+            suppress_sequences=banned,
+            max_batch_size=batch_tokens or cfg.batch_tokens,
+            batch_type="tokens",
+        )
         for i, r in zip(members, results):
             out[i] = tok.decode_tgt([[tok.tgt.piece_to_id(p) for p in r.hypotheses[0]]])[0]
     return out

@@ -9,6 +9,7 @@ part that depends only on the source is computed once per sentence:
 `MultiHeadAttention` is the transformer's: fused SDPA for teacher forcing, explicit softmax weights
 (plus a key/value cache) for step-by-step decoding.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,10 +35,11 @@ class Alignment(nn.Module):
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         raise NotImplementedError
 
-    def forward(self, query: Tensor, keys: Tensor, memory: Tensor, mask: Tensor
-                ) -> tuple[Tensor, Tensor]:
-        weights = masked_softmax(self.score(query, keys), mask)          # [B, S]
-        context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)     # [B, D]
+    def forward(
+        self, query: Tensor, keys: Tensor, memory: Tensor, mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        weights = masked_softmax(self.score(query, keys), mask)  # [B, S]
+        context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)  # [B, D]
         return context, weights
 
     def flops_per_step(self, src_len: float) -> float:
@@ -77,8 +79,9 @@ class DotAttention(Alignment):
 
     def __init__(self, query_size: int, memory_size: int) -> None:
         super().__init__()
-        self.proj = (nn.Linear(memory_size, query_size, bias=False)
-                     if memory_size != query_size else None)
+        self.proj = (
+            nn.Linear(memory_size, query_size, bias=False) if memory_size != query_size else None
+        )
         self.query_size = query_size
 
     def keys(self, memory: Tensor) -> Tensor:
@@ -146,8 +149,9 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return self.split(self.k(x)), self.split(self.v(x))
 
-    def forward(self, x: Tensor, kv: Tensor, mask: Optional[Tensor] = None,
-                causal: bool = False) -> Tensor:
+    def forward(
+        self, x: Tensor, kv: Tensor, mask: Optional[Tensor] = None, causal: bool = False
+    ) -> Tensor:
         """Teacher forcing: fused attention. mask: [B, 1, 1, S] bool (True = may attend)."""
         q, (k, v) = self.split(self.q(x)), self.project_kv(kv)
         dropout = self.dropout if self.training else 0.0
@@ -156,23 +160,30 @@ class MultiHeadAttention(nn.Module):
             # slower than fp32 on an AVX512-BF16 CPU, and took 60% of a bf16 training step),
             # so on the CPU attention runs in fp32 while the projections around it stay in bf16.
             with torch.autocast("cpu", enabled=False):
-                out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
-                                                     attn_mask=mask, is_causal=causal,
-                                                     dropout_p=dropout)
+                out = F.scaled_dot_product_attention(
+                    q.float(),
+                    k.float(),
+                    v.float(),
+                    attn_mask=mask,
+                    is_causal=causal,
+                    dropout_p=dropout,
+                )
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                                 dropout_p=dropout)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout
+            )
         return self.o(self.merge(out))
 
-    def step(self, x: Tensor, k: Tensor, v: Tensor, key_mask: Optional[Tensor] = None
-             ) -> tuple[Tensor, Tensor]:
+    def step(
+        self, x: Tensor, k: Tensor, v: Tensor, key_mask: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor]:
         """One query position x [B, 1, D] against cached k, v [B, heads, S, d_head].
 
         Returns the output [B, 1, D] and the weights [B, heads, S], computed explicitly so that
         decoding can report them.
         """
-        q = self.split(self.q(x))                                          # [B, h, 1, dh]
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)          # [B, h, 1, S]
+        q = self.split(self.q(x))  # [B, h, 1, dh]
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # [B, h, 1, S]
         if key_mask is None:
             weights = torch.softmax(scores, dim=-1)
         else:

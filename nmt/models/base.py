@@ -8,6 +8,7 @@ All tensors are batch-first. Token ids: PAD=0, UNK=1, BOS=2, EOS=3 (fixed in nmt
     decode_step(state, prev_tokens [B]) -> (log_probs [B, V] fp32, State, attn [B, S] | None)
     State.select(index [B']) -> State                            gather rows (beam reorder/expand)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,9 +32,9 @@ def _select(x: Any, index: Tensor) -> Any:
 
 @dataclass
 class EncoderOut:
-    memory: Tensor            # [B, S, H] encoder states
-    mask: Tensor              # [B, S] bool, True at real (non-pad) source positions
-    final: Any = None         # architecture-specific summary (e.g. the RNN final state)
+    memory: Tensor  # [B, S, H] encoder states
+    mask: Tensor  # [B, S] bool, True at real (non-pad) source positions
+    final: Any = None  # architecture-specific summary (e.g. the RNN final state)
 
 
 @dataclass
@@ -42,6 +43,7 @@ class State:
 
     `select` gathers the same rows from every tensor, which is all beam search needs.
     """
+
     tensors: dict[str, Any] = field(default_factory=dict)
     step: int = 0
 
@@ -70,11 +72,15 @@ class NMTModel(nn.Module):
         """Choose the cross-attention decode_step reports (layer, head; None = mean of heads)."""
         layers, heads = self.attention_shape()
         if not -layers <= layer < layers:
-            raise NmtError(f"--attention-layer {layer} out of range: the model has {layers} "
-                           f"decoder layer(s) (use 0..{layers - 1} or -1 for the last)")
+            raise NmtError(
+                f"--attention-layer {layer} out of range: the model has {layers} "
+                f"decoder layer(s) (use 0..{layers - 1} or -1 for the last)"
+            )
         if head is not None and not 0 <= head < heads:
-            raise NmtError(f"--attention-head {head} out of range: the model has {heads} head(s) "
-                           f"(use 0..{heads - 1}, or omit for the mean)")
+            raise NmtError(
+                f"--attention-head {head} out of range: the model has {heads} head(s) "
+                f"(use 0..{heads - 1}, or omit for the mean)"
+            )
         self.attn_layer, self.attn_head = layer, head
 
     def attention_shape(self) -> tuple[int, int]:
@@ -87,8 +93,9 @@ class NMTModel(nn.Module):
     def init_state(self, enc: EncoderOut) -> State:
         raise NotImplementedError
 
-    def decode_step(self, state: State, prev_tokens: Tensor
-                    ) -> tuple[Tensor, State, Optional[Tensor]]:
+    def decode_step(
+        self, state: State, prev_tokens: Tensor
+    ) -> tuple[Tensor, State, Optional[Tensor]]:
         raise NotImplementedError
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:

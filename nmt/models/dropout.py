@@ -9,6 +9,7 @@ bytes come from torch's generator, so seeding and resume stay exact.
 On a GPU the trick loses (several kernels and a full-size mask, where F.dropout is one fused
 kernel), so everywhere but the CPU this is plain F.dropout.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,7 @@ def byte_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     if cut >= 256:
         return torch.zeros_like(x)
     n = x.numel()
-    words = torch.randint(-2**63, 2**63 - 1, ((n + 7) // 8,), dtype=torch.int64, device=x.device)
+    words = torch.randint(-(2**63), 2**63 - 1, ((n + 7) // 8,), dtype=torch.int64, device=x.device)
     keep = words.view(torch.uint8)[:n].view(x.shape) >= cut
     return x * (keep * (256.0 / (256 - cut))).to(x.dtype)
 

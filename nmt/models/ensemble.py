@@ -7,6 +7,7 @@ single model's, and what `nmt score` reports), and one confident member cannot v
 others like, as it can under a mean of log-probs (a product of experts). Members may be different
 architectures; they must share the source and target vocabularies (checked when loading).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,9 @@ class Ensemble(NMTModel):
         states = [m.init_state(e) for m, e in zip(self.members, enc.final)]
         return State({"members": [s.tensors for s in states]}, states[0].step)
 
-    def decode_step(self, state: State, prev_tokens: Tensor
-                    ) -> tuple[Tensor, State, Optional[Tensor]]:
+    def decode_step(
+        self, state: State, prev_tokens: Tensor
+    ) -> tuple[Tensor, State, Optional[Tensor]]:
         log_probs, tensors, attns = [], [], []
         for m, t in zip(self.members, state["members"]):
             lp, new, attn = m.decode_step(State(t, state.step), prev_tokens)
@@ -62,5 +64,6 @@ class Ensemble(NMTModel):
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: the log of the members' mean probabilities, [B, T, V]."""
-        return mean_of_probs([m(src, src_mask, tgt_in).float().log_softmax(-1)
-                              for m in self.members])
+        return mean_of_probs(
+            [m(src, src_mask, tgt_in).float().log_softmax(-1) for m in self.members]
+        )

@@ -7,6 +7,7 @@ quantize_dynamic` but marks it deprecated in favour of torchao; it is used here 
 fastest int8 path this torch has on CPU (`torch._int_mm` has no fast CPU kernel: measured 13-25x
 slower than the fp32 matmul on this project's AVX2 CPU), and its deprecation warnings are silenced.
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,8 +22,10 @@ from nmt.errors import NmtError
 def check_int8_device(device: str | torch.device) -> None:
     """int8 inference runs on the CPU only; anything else is a one-line error."""
     if torch.device(device).type != "cpu":
-        raise NmtError(f"--int8 runs on the CPU only (dynamic int8 quantization), but --device is "
-                       f"{device}; drop --int8 or use --device cpu")
+        raise NmtError(
+            f"--int8 runs on the CPU only (dynamic int8 quantization), but --device is "
+            f"{device}; drop --int8 or use --device cpu"
+        )
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
@@ -30,14 +33,21 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError:
-        raise NmtError(f"--int8 needs torch's dynamic quantization, which torch "
-                       f"{torch.__version__} does not provide") from None
-    if "fbgemm" not in torch.backends.quantized.supported_engines \
-            and "x86" not in torch.backends.quantized.supported_engines:
-        raise NmtError("--int8 needs an x86 CPU (torch's fbgemm int8 kernels); this machine has "
-                       f"only {torch.backends.quantized.supported_engines}")
+        raise NmtError(
+            f"--int8 needs torch's dynamic quantization, which torch "
+            f"{torch.__version__} does not provide"
+        ) from None
+    if (
+        "fbgemm" not in torch.backends.quantized.supported_engines
+        and "x86" not in torch.backends.quantized.supported_engines
+    ):
+        raise NmtError(
+            "--int8 needs an x86 CPU (torch's fbgemm int8 kernels); this machine has "
+            f"only {torch.backends.quantized.supported_engines}"
+        )
     model = copy.deepcopy(model).cpu().eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecation notices about torch.ao, not about this model
-        return quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig},
-                                dtype=torch.qint8, inplace=True)
+        return quantize_dynamic(
+            model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True
+        )

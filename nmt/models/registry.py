@@ -5,6 +5,7 @@ beside its model, so the config loader checks a `model:` section against the cho
 architecture's keys and `build_model(cfg, ...)` finds the builder by `cfg.arch`. Importing
 `nmt.models` imports every module of the package, so a new architecture is one new file.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -29,6 +30,7 @@ def register(name: str, config: type = ModelConfig) -> Callable[[Builder], Build
         _BUILDERS[name], _CONFIGS[name] = fn, config
         config.arch_name = name  # names the architecture in config errors
         return fn
+
     return deco
 
 
@@ -47,11 +49,15 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
     """Build the architecture named by `cfg.arch` for the given vocabulary sizes."""
     _discover()
     if cfg.arch not in _BUILDERS:
-        raise NmtError(f"unknown architecture 'model.arch: {cfg.arch}'; expected one of "
-                       f"{', '.join(architectures())}")
+        raise NmtError(
+            f"unknown architecture 'model.arch: {cfg.arch}'; expected one of "
+            f"{', '.join(architectures())}"
+        )
     if not isinstance(cfg, _CONFIGS[cfg.arch]):
-        raise NmtError(f"model config for '{cfg.arch}' must be a "
-                       f"{_CONFIGS[cfg.arch].__name__}, got {type(cfg).__name__}")
+        raise NmtError(
+            f"model config for '{cfg.arch}' must be a "
+            f"{_CONFIGS[cfg.arch].__name__}, got {type(cfg).__name__}"
+        )
     return _BUILDERS[cfg.arch](cfg, src_vocab, tgt_vocab)
 
 

@@ -1,5 +1,6 @@
 """Pieces shared by the two RNN architectures (seq2seq and rnnsearch): the recurrent layers, a
 padding-safe packed run, and the deep output layer."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -33,11 +34,13 @@ def host_lengths(lengths: Tensor) -> Iterator[None]:
 @dataclass
 class RNNConfig(ModelConfig):
     """Keys both RNN architectures (seq2seq, rnnsearch) have."""
+
     rnn_type: Literal["gru", "lstm"] = opt("gru", "recurrent cell")
     emb_size: int = opt(256, "embedding size", lo=1)
     hidden_size: int = opt(512, "decoder hidden size (seq2seq: the encoder's too)", lo=1)
     deep_output: Literal["maxout", "tanh", "none"] = opt(
-        "maxout", "deep output layer before the softmax")
+        "maxout", "deep output layer before the softmax"
+    )
 
 
 def gates(rnn_type: str) -> int:
@@ -45,11 +48,23 @@ def gates(rnn_type: str) -> int:
     return 3 if rnn_type == "gru" else 4
 
 
-def make_rnn(rnn_type: str, input_size: int, hidden: int, layers: int, dropout: float,
-             bidirectional: bool = False) -> nn.RNNBase:
+def make_rnn(
+    rnn_type: str,
+    input_size: int,
+    hidden: int,
+    layers: int,
+    dropout: float,
+    bidirectional: bool = False,
+) -> nn.RNNBase:
     cls = nn.GRU if rnn_type == "gru" else nn.LSTM
-    return cls(input_size, hidden, layers, batch_first=True, bidirectional=bidirectional,
-               dropout=dropout if layers > 1 else 0.0)
+    return cls(
+        input_size,
+        hidden,
+        layers,
+        batch_first=True,
+        bidirectional=bidirectional,
+        dropout=dropout if layers > 1 else 0.0,
+    )
 
 
 def recurrent_dtype(device: torch.device) -> Optional[torch.dtype]:

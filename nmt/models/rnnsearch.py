@@ -11,6 +11,7 @@ score is additive v^T tanh(W s + U h) (bahdanau) or Luong's dot / general; the s
 (U h, or W h) is computed once per sentence and kept in the decoder state. With several layers,
 the bottom layer reads [emb; c_i], the attention query is the top layer's s_{i-1}.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,7 +33,8 @@ from nmt.models.rnn import DeepOutput, RNNConfig, gates, make_rnn, run_packed
 class RNNSearchConfig(RNNConfig):
     enc_hidden_size: int = opt(0, "encoder size per direction; 0 = hidden_size // 2", lo=0)
     attention: Literal["bahdanau", "luong_dot", "luong_general"] = opt(
-        "bahdanau", "alignment model: additive (Bahdanau) or Luong dot/general")
+        "bahdanau", "alignment model: additive (Bahdanau) or Luong dot/general"
+    )
     attention_size: int = opt(0, "additive attention size; 0 = hidden_size", lo=0)
 
 
@@ -45,8 +47,9 @@ class Cell(nn.Module):
         self.rnn_type = rnn_type
         self.W_h = nn.Linear(hidden, gates(rnn_type) * hidden)
 
-    def forward(self, gx: Tensor, h: Tensor, cell: Optional[Tensor]
-                ) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(
+        self, gx: Tensor, h: Tensor, cell: Optional[Tensor]
+    ) -> tuple[Tensor, Optional[Tensor]]:
         gh = self.W_h(h)
         if self.rnn_type == "gru":
             xr, xz, xn = gx.chunk(3, -1)
@@ -68,11 +71,11 @@ class RNNSearch(NMTModel):
         self.rnn_type, self.layers, self.hidden, self.enc_hidden = cfg.rnn_type, L, H, Eh
         self.src_emb = nn.Embedding(src_vocab, E, padding_idx=self.pad_id)
         self.encoder = make_rnn(cfg.rnn_type, E, Eh, L, cfg.dropout, bidirectional=True)
-        self.init = nn.Linear(Eh, L * H)                                # W_s
+        self.init = nn.Linear(Eh, L * H)  # W_s
         self.align = build_alignment(cfg.attention, H, 2 * Eh, cfg.attention_size or H)
         self.tgt_emb = nn.Embedding(tgt_vocab, E, padding_idx=self.pad_id)
-        self.in_y = nn.Linear(E, G * H)                                 # bottom layer: emb part
-        self.in_c = nn.Linear(2 * Eh, G * H, bias=False)                # bottom layer: context part
+        self.in_y = nn.Linear(E, G * H)  # bottom layer: emb part
+        self.in_c = nn.Linear(2 * Eh, G * H, bias=False)  # bottom layer: context part
         self.in_h = nn.ModuleList(nn.Linear(H, G * H) for _ in range(L - 1))  # upper layers
         self.cells = nn.ModuleList(Cell(cfg.rnn_type, H) for _ in range(L))
         self.out = DeepOutput(cfg.deep_output, H + E + 2 * Eh, E, tgt_vocab)
@@ -81,13 +84,17 @@ class RNNSearch(NMTModel):
     # -- encoder ---------------------------------------------------------------------------
     def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:
         memory, h_n = run_packed(self.encoder, self.drop(self.src_emb(src)), src_mask)
-        h_back = h_n.view(self.layers, 2, *h_n.shape[1:])[-1, 1]        # top layer, backward: h_1
+        h_back = h_n.view(self.layers, 2, *h_n.shape[1:])[-1, 1]  # top layer, backward: h_1
         return EncoderOut(memory, src_mask, final=h_back)
 
     def init_state(self, enc: EncoderOut) -> State:
         s0 = torch.tanh(self.init(enc.final)).view(-1, self.layers, self.hidden)
-        tensors = {"h": s0, "keys": self.align.keys(enc.memory), "memory": enc.memory,
-                   "mask": enc.mask}
+        tensors = {
+            "h": s0,
+            "keys": self.align.keys(enc.memory),
+            "memory": enc.memory,
+            "mask": enc.mask,
+        }
         if self.rnn_type == "lstm":
             tensors["cell"] = torch.zeros_like(s0)
         return State(tensors)
@@ -116,8 +123,8 @@ class RNNSearch(NMTModel):
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         state = self.init_state(self.encode(src, src_mask))
-        y = self.drop(self.tgt_emb(tgt_in))                             # [B, T, E]
-        gy = self.in_y(y)                                               # all steps, one matmul
+        y = self.drop(self.tgt_emb(tgt_in))  # [B, T, E]
+        gy = self.in_y(y)  # all steps, one matmul
         t, states, contexts = dict(state.tensors), [], []
         for i in range(tgt_in.size(1)):
             context, _, new = self._step(gy[:, i], t)
@@ -128,18 +135,21 @@ class RNNSearch(NMTModel):
         return self._logits(torch.stack(states, 1), y, torch.stack(contexts, 1))
 
     def decode_step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
-        y = self.drop(self.tgt_emb(prev_tokens))                        # [B, E]
+        y = self.drop(self.tgt_emb(prev_tokens))  # [B, E]
         context, weights, new = self._step(self.in_y(y), state.tensors)
         logits = self._logits(new["h"][:, -1], y, context)
-        return (F.log_softmax(logits.float(), dim=-1),
-                State({**state.tensors, **new}, state.step + 1), weights)
+        return (
+            F.log_softmax(logits.float(), dim=-1),
+            State({**state.tensors, **new}, state.step + 1),
+            weights,
+        )
 
     def matmul_flops_per_token(self, src_len: float, tgt_len: float) -> float:
         E, H, L, Eh = self.src_emb.embedding_dim, self.hidden, self.layers, self.enc_hidden
         G = gates(self.rnn_type)
         enc = src_len * sum(2 * 2 * G * Eh * ((E if l == 0 else 2 * Eh) + Eh) for l in range(L))
         enc += src_len * self.align.flops_keys_per_source_token() + 2 * Eh * L * H
-        attn = self.align.flops_per_step(src_len) + 2 * src_len * 2 * Eh      # scores + context
+        attn = self.align.flops_per_step(src_len) + 2 * src_len * 2 * Eh  # scores + context
         rnn = 2 * G * H * (E + 2 * Eh + H) + (L - 1) * 2 * G * H * 2 * H
         return enc / tgt_len + attn + rnn + self.out.flops()
 

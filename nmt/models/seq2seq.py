@@ -12,6 +12,7 @@ Without feed_context the decoder input is emb(y_{i-1}) and the output layer sees
 last, so the encoder still ends on the end-of-sentence marker (pads stay at the end too).
 For LSTMs, c and s_0 are hidden states; the decoder's initial memory cell is zero.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,16 +31,19 @@ from nmt.models.rnn import DeepOutput, RNNConfig, gates, make_rnn, run_packed, r
 @dataclass
 class Seq2SeqConfig(RNNConfig):
     reverse_source: bool = opt(False, "feed the source reversed (Sutskever et al. 2014)")
-    feed_context: bool = opt(True, "concatenate the context vector c = h_T to the decoder input "
-                                   "and output at every step (Cho et al. 2014)")
+    feed_context: bool = opt(
+        True,
+        "concatenate the context vector c = h_T to the decoder input "
+        "and output at every step (Cho et al. 2014)",
+    )
 
 
 def reverse_tokens(src: Tensor, mask: Tensor, eos_id: int) -> Tensor:
     """Reverse each row's real tokens in place of themselves, keeping a final EOS (and pads) put."""
-    lengths = mask.sum(1, keepdim=True)                                 # [B, 1]
+    lengths = mask.sum(1, keepdim=True)  # [B, 1]
     last = src.gather(1, (lengths - 1).clamp(min=0))
-    n = lengths - (last == eos_id).long()                               # tokens to reverse
-    pos = torch.arange(src.size(1), device=src.device).unsqueeze(0)     # [1, S]
+    n = lengths - (last == eos_id).long()  # tokens to reverse
+    pos = torch.arange(src.size(1), device=src.device).unsqueeze(0)  # [1, S]
     return src.gather(1, torch.where(pos < n, n - 1 - pos, pos))
 
 
@@ -55,8 +59,9 @@ class Seq2Seq(NMTModel):
         self.tgt_emb = nn.Embedding(tgt_vocab, E, padding_idx=self.pad_id)
         ctx = H if cfg.feed_context else 0
         self.decoder = make_rnn(cfg.rnn_type, E + ctx, H, L, cfg.dropout)
-        self.out = DeepOutput(cfg.deep_output, H + (E + ctx if cfg.feed_context else 0), E,
-                              tgt_vocab)
+        self.out = DeepOutput(
+            cfg.deep_output, H + (E + ctx if cfg.feed_context else 0), E, tgt_vocab
+        )
         self.drop = Dropout(cfg.dropout)
 
     # -- encoder ---------------------------------------------------------------------------
@@ -64,10 +69,10 @@ class Seq2Seq(NMTModel):
         if self.reverse_source:
             src = reverse_tokens(src, src_mask, self.eos_id)
         memory, h_n = run_packed(self.encoder, self.drop(self.src_emb(src)), src_mask)
-        return EncoderOut(memory, src_mask, final=h_n[-1])              # c: [B, H]
+        return EncoderOut(memory, src_mask, final=h_n[-1])  # c: [B, H]
 
     def init_state(self, enc: EncoderOut) -> State:
-        c = enc.final                                                   # the only path from source
+        c = enc.final  # the only path from source
         h = torch.tanh(self.init(c)).view(c.size(0), self.layers, self.hidden)
         tensors = {"h": h, "context": c}
         if self.rnn_type == "lstm":
@@ -77,10 +82,10 @@ class Seq2Seq(NMTModel):
     # -- decoder ---------------------------------------------------------------------------
     def _decode(self, state: State, tgt_in: Tensor) -> tuple[Tensor, State]:
         """Run the decoder over tgt_in [B, T] from `state`; returns logits [B, T, V]."""
-        y = self.drop(self.tgt_emb(tgt_in))                             # [B, T, E]
-        c = state["context"].unsqueeze(1).expand(-1, y.size(1), -1)     # [B, T, H]
+        y = self.drop(self.tgt_emb(tgt_in))  # [B, T, E]
+        c = state["context"].unsqueeze(1).expand(-1, y.size(1), -1)  # [B, T, H]
         x = torch.cat([y, c], -1) if self.feed_context else y
-        h0 = state["h"].transpose(0, 1).contiguous()                    # [L, B, H] for cuDNN
+        h0 = state["h"].transpose(0, 1).contiguous()  # [L, B, H] for cuDNN
         if self.rnn_type == "lstm":
             c0 = state["cell"].transpose(0, 1).contiguous()
             s, (h, cell) = run_rnn(self.decoder, x, (h0, c0))

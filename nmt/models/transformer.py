@@ -10,6 +10,7 @@ Teacher forcing uses fused scaled_dot_product_attention. decode_step runs one ne
 decoder layer keeps its self-attention keys/values in the state (appended each step), and the
 cross-attention keys/values of the memory are computed once in init_state.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,13 @@ class TransformerConfig(ModelConfig):
     d_model: int = opt(256, "model width", lo=1)
     heads: int = opt(4, "attention heads (must divide d_model)", lo=1)
     ff: int = opt(1024, "feed-forward size", lo=1)
-    attention_dropout: float = opt(0.0, "dropout on attention weights (0 keeps the fused "
-                                        "attention kernel on CPU)", lo=0.0, hi=1.0, hi_open=True)
+    attention_dropout: float = opt(
+        0.0,
+        "dropout on attention weights (0 keeps the fused attention kernel on CPU)",
+        lo=0.0,
+        hi=1.0,
+        hi_open=True,
+    )
     norm: Literal["pre", "post"] = opt("pre", "layer-norm placement")
     positions: Literal["sinusoidal", "learned"] = opt("sinusoidal", "position encoding")
     max_positions: int = opt(1024, "longest sequence learned positions support", lo=1)
@@ -43,11 +49,15 @@ class TransformerConfig(ModelConfig):
 
     def check(self, cfg, where: str) -> None:
         if self.d_model % self.heads:
-            raise NmtError(f"'model.d_model' ({self.d_model}) in {where} must be divisible by "
-                           f"'model.heads' ({self.heads})")
+            raise NmtError(
+                f"'model.d_model' ({self.d_model}) in {where} must be divisible by "
+                f"'model.heads' ({self.heads})"
+            )
         if self.tie_embeddings and not cfg.vocab.joint:
-            raise NmtError(f"contradictory options in {where}: 'model.tie_embeddings' shares "
-                           f"source and target embeddings and needs 'vocab.joint: true'")
+            raise NmtError(
+                f"contradictory options in {where}: 'model.tie_embeddings' shares "
+                f"source and target embeddings and needs 'vocab.joint: true'"
+            )
 
 
 def sinusoids(length: int, d: int) -> Tensor:
@@ -74,8 +84,10 @@ class Positions(nn.Module):
         end = start + length
         if self.kind == "learned":
             if end > self.max_positions:
-                raise NmtError(f"sequence of {end} tokens exceeds 'model.max_positions' "
-                               f"({self.max_positions}) of this learned-position model")
+                raise NmtError(
+                    f"sequence of {end} tokens exceeds 'model.max_positions' "
+                    f"({self.max_positions}) of this learned-position model"
+                )
             return self.table.weight[start:end]
         if end > self.table.size(0):
             return sinusoids(end, self.d).to(self.table)[start:]
@@ -104,8 +116,9 @@ class Sublayers(nn.Module):
 
 
 class EncoderLayer(Sublayers):
-    def __init__(self, d: int, heads: int, ff: int, dropout: float, pre: bool,
-                 attn_dropout: float) -> None:
+    def __init__(
+        self, d: int, heads: int, ff: int, dropout: float, pre: bool, attn_dropout: float
+    ) -> None:
         super().__init__(pre, dropout)
         self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
         self.ff = FeedForward(d, ff, dropout)
@@ -118,8 +131,9 @@ class EncoderLayer(Sublayers):
 
 
 class DecoderLayer(Sublayers):
-    def __init__(self, d: int, heads: int, ff: int, dropout: float, pre: bool,
-                 attn_dropout: float) -> None:
+    def __init__(
+        self, d: int, heads: int, ff: int, dropout: float, pre: bool, attn_dropout: float
+    ) -> None:
         super().__init__(pre, dropout)
         self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
         self.cross_attn = MultiHeadAttention(d, heads, attn_dropout)
@@ -132,8 +146,13 @@ class DecoderLayer(Sublayers):
         x = self.res(x, self.cross_attn(self.inp(x, self.norm2), memory, src_mask), self.norm2)
         return self.res(x, self.ff(self.inp(x, self.norm3)), self.norm3)
 
-    def step(self, x: Tensor, cache: tuple[Tensor, Tensor], cross: tuple[Tensor, Tensor],
-             src_mask: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor]:
+    def step(
+        self,
+        x: Tensor,
+        cache: tuple[Tensor, Tensor],
+        cross: tuple[Tensor, Tensor],
+        src_mask: Tensor,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor]:
         """One new position x [B, 1, d]. Returns it, the grown self-attention cache and the
         cross-attention weights [B, heads, S]."""
         h = self.inp(x, self.norm1)
@@ -151,8 +170,11 @@ class Transformer(NMTModel):
         d, L, pre = cfg.d_model, cfg.layers, cfg.norm == "pre"
         self.d_model, self.heads, self.ff, self.n_layers = d, cfg.heads, cfg.ff, L
         self.tgt_emb = nn.Embedding(tgt_vocab, d, padding_idx=self.pad_id)
-        self.src_emb = self.tgt_emb if cfg.tie_embeddings else nn.Embedding(
-            src_vocab, d, padding_idx=self.pad_id)
+        self.src_emb = (
+            self.tgt_emb
+            if cfg.tie_embeddings
+            else nn.Embedding(src_vocab, d, padding_idx=self.pad_id)
+        )
         self.positions = Positions(cfg.positions, d, cfg.max_positions)
         args = (d, cfg.heads, cfg.ff, cfg.dropout, pre, cfg.attention_dropout)
         self.encoder = nn.ModuleList(EncoderLayer(*args) for _ in range(L))
@@ -172,7 +194,7 @@ class Transformer(NMTModel):
         # Embeddings are scaled up by sqrt(d), so start them at unit scale after scaling.
         tables = [self.tgt_emb] + ([self.src_emb] if self.src_emb is not self.tgt_emb else [])
         for emb in tables:
-            nn.init.normal_(emb.weight, std=self.d_model ** -0.5)
+            nn.init.normal_(emb.weight, std=self.d_model**-0.5)
             with torch.no_grad():
                 emb.weight[self.pad_id].zero_()
 
@@ -201,17 +223,26 @@ class Transformer(NMTModel):
     def init_state(self, enc: EncoderOut) -> State:
         cross = [layer.cross_attn.project_kv(enc.memory) for layer in self.decoder]
         empty = enc.memory.new_zeros(enc.memory.size(0), self.heads, 0, self.d_model // self.heads)
-        return State({"self_k": [empty] * self.n_layers, "self_v": [empty] * self.n_layers,
-                      "cross_k": [k for k, _ in cross], "cross_v": [v for _, v in cross],
-                      "src_mask": enc.mask})
+        return State(
+            {
+                "self_k": [empty] * self.n_layers,
+                "self_v": [empty] * self.n_layers,
+                "cross_k": [k for k, _ in cross],
+                "cross_v": [v for _, v in cross],
+                "src_mask": enc.mask,
+            }
+        )
 
     def decode_step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
-        x = self.embed(self.tgt_emb, prev_tokens.unsqueeze(1), start=state.step)   # [B, 1, d]
+        x = self.embed(self.tgt_emb, prev_tokens.unsqueeze(1), start=state.step)  # [B, 1, d]
         self_k, self_v, report = [], [], self.attn_layer % self.n_layers
         for l, layer in enumerate(self.decoder):
             x, (k, v), weights = layer.step(
-                x, (state["self_k"][l], state["self_v"][l]),
-                (state["cross_k"][l], state["cross_v"][l]), state["src_mask"])
+                x,
+                (state["self_k"][l], state["self_v"][l]),
+                (state["cross_k"][l], state["cross_v"][l]),
+                state["src_mask"],
+            )
             self_k.append(k)
             self_v.append(v)
             if l == report:
@@ -224,8 +255,8 @@ class Transformer(NMTModel):
         """Dense count: attention scores and contexts over all S (or T) keys, causal or not."""
         d, ff, L, S, T = self.d_model, self.ff, self.n_layers, src_len, tgt_len
         proj, ffn = 2 * d * d, 2 * 2 * d * ff
-        enc = S * L * (4 * proj + ffn + 2 * 2 * S * d)                    # per sentence
-        cross_kv = S * L * 2 * proj                                        # memory K, V
+        enc = S * L * (4 * proj + ffn + 2 * 2 * S * d)  # per sentence
+        cross_kv = S * L * 2 * proj  # memory K, V
         dec = L * (4 * proj + 2 * proj + ffn + 2 * 2 * T * d + 2 * 2 * S * d)
         return (enc + cross_kv) / T + dec + 2 * d * self.out.out_features
 
@@ -233,6 +264,8 @@ class Transformer(NMTModel):
 @register("transformer", config=TransformerConfig)
 def build_transformer(cfg: TransformerConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
     if cfg.tie_embeddings and src_vocab != tgt_vocab:  # the vocabularies, not the config
-        raise NmtError(f"'model.tie_embeddings' needs one joint vocabulary, but the source has "
-                       f"{src_vocab} entries and the target {tgt_vocab}")
+        raise NmtError(
+            f"'model.tie_embeddings' needs one joint vocabulary, but the source has "
+            f"{src_vocab} entries and the target {tgt_vocab}"
+        )
     return Transformer(cfg, src_vocab, tgt_vocab)

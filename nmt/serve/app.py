@@ -12,6 +12,7 @@ fields and values out of range, 503 (with Retry-After) when the queue is full, 5
 timeout. The body is parsed here rather than by FastAPI so each of those messages is ours; the
 OpenAPI schema still documents it (openapi_extra).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,30 +39,41 @@ STATIC = Path(__file__).resolve().parent / "static"
 
 @dataclass(frozen=True)
 class Limits:
-    max_batch_tokens: int = 2000      # padded source tokens per merged batch; 0 = no merging
-    max_wait_ms: float = 10.0         # how long the oldest request waits for company
-    queue: int = 256                  # requests waiting before 503
-    timeout_s: float = 60.0           # per request, queueing included, before 504
-    max_sentences: int = 64           # per request (413 beyond)
-    max_bytes: int = 256 * 1024       # request body (413 beyond)
+    max_batch_tokens: int = 2000  # padded source tokens per merged batch; 0 = no merging
+    max_wait_ms: float = 10.0  # how long the oldest request waits for company
+    queue: int = 256  # requests waiting before 503
+    timeout_s: float = 60.0  # per request, queueing included, before 504
+    max_sentences: int = 64  # per request (413 beyond)
+    max_bytes: int = 256 * 1024  # request body (413 beyond)
     max_beam: int = 16
 
 
 # ---------------------------------------------------------------------------------- schemas
 
+
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    text: list[str] = Field(min_length=1, description="sentences to translate (blank ones give "
-                            "empty translations)")
-    beam: Optional[int] = Field(None, ge=1, description="beam size, 1 = greedy (default: the "
-                                "checkpoint's decode.beam; at most the server's max_beam)")
+    text: list[str] = Field(
+        min_length=1, description="sentences to translate (blank ones give empty translations)"
+    )
+    beam: Optional[int] = Field(
+        None,
+        ge=1,
+        description="beam size, 1 = greedy (default: the "
+        "checkpoint's decode.beam; at most the server's max_beam)",
+    )
     nbest: int = Field(1, ge=1, description="hypotheses per sentence (<= beam)")
-    alignment: bool = Field(False, description="return the attention matrix of the best "
-                            "hypothesis (target pieces x source pieces)")
-    attention_layer: int = Field(-1, description="decoder layer of the reported attention "
-                                 "(transformer; -1 = last)")
-    attention_head: Optional[int] = Field(None, description="head of the reported attention "
-                                          "(transformer; null = mean over heads)")
+    alignment: bool = Field(
+        False,
+        description="return the attention matrix of the best "
+        "hypothesis (target pieces x source pieces)",
+    )
+    attention_layer: int = Field(
+        -1, description="decoder layer of the reported attention (transformer; -1 = last)"
+    )
+    attention_head: Optional[int] = Field(
+        None, description="head of the reported attention (transformer; null = mean over heads)"
+    )
 
 
 class NBestOut(BaseModel):
@@ -107,6 +119,7 @@ class ErrorOut(BaseModel):
 
 # ---------------------------------------------------------------------------------- errors
 
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str, headers: Optional[dict] = None) -> None:
         super().__init__(message)
@@ -141,25 +154,35 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def parse_request(raw: bytes, translator: Translator, limits: Limits
-                  ) -> tuple[list[str], Options]:
+def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[list[str], Options]:
     """Bytes -> (texts, options), or the ApiError that names what is wrong."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ApiError(400, f"request body: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
-                            f"offset {e.start}); send JSON encoded as UTF-8") from None
+        raise ApiError(
+            400,
+            f"request body: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
+            f"offset {e.start}); send JSON encoded as UTF-8",
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ApiError(400, f"request body: invalid JSON ({e.msg} at line {e.lineno} column "
-                            f"{e.colno}); expected an object like {{\"text\": [\"...\"]}}") from None
+        raise ApiError(
+            400,
+            f"request body: invalid JSON ({e.msg} at line {e.lineno} column "
+            f'{e.colno}); expected an object like {{"text": ["..."]}}',
+        ) from None
     if not isinstance(data, dict):
-        raise ApiError(422, f"request body: expected a JSON object like {{\"text\": [\"...\"]}}, "
-                            f"got {type(data).__name__}")
+        raise ApiError(
+            422,
+            f'request body: expected a JSON object like {{"text": ["..."]}}, '
+            f"got {type(data).__name__}",
+        )
     if isinstance(data.get("text"), list) and len(data["text"]) > limits.max_sentences:
-        raise ApiError(413, f"text: {len(data['text'])} sentences, the limit is "
-                            f"{limits.max_sentences} per request")
+        raise ApiError(
+            413,
+            f"text: {len(data['text'])} sentences, the limit is {limits.max_sentences} per request",
+        )
     try:
         req = TranslateRequest.model_validate(data)
     except ValidationError as e:
@@ -177,13 +200,20 @@ def parse_request(raw: bytes, translator: Translator, limits: Limits
         raise ApiError(422, f"nbest: expected at most the beam ({beam}), got {req.nbest}")
     layers, heads = info.attention_layers, info.attention_heads
     if not -layers <= req.attention_layer < layers:
-        raise ApiError(422, f"attention_layer: expected -{layers}..{layers - 1} (the model has "
-                            f"{layers} decoder layer(s)), got {req.attention_layer}")
+        raise ApiError(
+            422,
+            f"attention_layer: expected -{layers}..{layers - 1} (the model has "
+            f"{layers} decoder layer(s)), got {req.attention_layer}",
+        )
     if req.attention_head is not None and not 0 <= req.attention_head < heads:
-        raise ApiError(422, f"attention_head: expected 0..{heads - 1} or null for the mean (the "
-                            f"model has {heads} head(s)), got {req.attention_head}")
-    return req.text, Options(beam, req.nbest, req.alignment, req.attention_layer,
-                             req.attention_head)
+        raise ApiError(
+            422,
+            f"attention_head: expected 0..{heads - 1} or null for the mean (the "
+            f"model has {heads} head(s)), got {req.attention_head}",
+        )
+    return req.text, Options(
+        beam, req.nbest, req.alignment, req.attention_layer, req.attention_head
+    )
 
 
 def _error(status: int, message: str, headers: Optional[dict] = None) -> JSONResponse:
@@ -210,22 +240,27 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 # ---------------------------------------------------------------------------------- the app
 
+
 async def _wait(request: Request, future, timeout: float):
     """The batcher's answer; None if the client went away (the job is cancelled then)."""
     answer = asyncio.wrap_future(future)
     gone = asyncio.ensure_future(_disconnected(request))
     try:
-        done, _ = await asyncio.wait({answer, gone}, timeout=timeout,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {answer, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         gone.cancel()
     if answer in done:
         return answer.result()
-    answer.cancel()                       # queued: skipped by the worker; running: discarded
+    answer.cancel()  # queued: skipped by the worker; running: discarded
     if gone in done:
         return None
-    raise ApiError(504, f"timeout: no answer within {timeout:g} s (the server is busy; retry, "
-                        f"send fewer sentences, or start it with a larger --timeout)")
+    raise ApiError(
+        504,
+        f"timeout: no answer within {timeout:g} s (the server is busy; retry, "
+        f"send fewer sentences, or start it with a larger --timeout)",
+    )
 
 
 async def _disconnected(request: Request) -> None:
@@ -242,23 +277,39 @@ def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
         yield
         batcher.stop()
 
-    app = FastAPI(title="nmt", version=__import__("nmt").__version__, lifespan=lifespan,
-                  description="Neural machine translation with the attention shown: "
-                  "POST /v1/translate, GET /v1/model, GET /v1/health, and the page at /.")
+    app = FastAPI(
+        title="nmt",
+        version=__import__("nmt").__version__,
+        lifespan=lifespan,
+        description="Neural machine translation with the attention shown: "
+        "POST /v1/translate, GET /v1/model, GET /v1/health, and the page at /.",
+    )
     app.state.batcher, app.state.translator = batcher, translator
     _install_error_handlers(app)
-    model = ModelOut(**asdict(translator.info), device=str(translator.device),
-                     precision=translator.precision,
-                     limits={k: v for k, v in asdict(limits).items()})
+    model = ModelOut(
+        **asdict(translator.info),
+        device=str(translator.device),
+        precision=translator.precision,
+        limits={k: v for k, v in asdict(limits).items()},
+    )
     errors = {s: {"model": ErrorOut} for s in (400, 413, 422, 503, 504)}
 
-    @app.post("/v1/translate", response_model=TranslateResponse, responses=errors,
-              openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": TranslateRequest.model_json_schema()}}}})
+    @app.post(
+        "/v1/translate",
+        response_model=TranslateResponse,
+        responses=errors,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
+            }
+        },
+    )
     async def translate(request: Request):
         start = time.perf_counter()
-        texts, options = parse_request(await _read_body(request, limits.max_bytes), translator,
-                                       limits)
+        texts, options = parse_request(
+            await _read_body(request, limits.max_bytes), translator, limits
+        )
         try:
             future = batcher.submit(texts, options)
         except QueueFull as e:
@@ -269,13 +320,19 @@ def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
             raise ApiError(422, str(e)) from None
         if results is None:
             return _error(499, "client closed the request")
-        return {"translations": [asdict(r) for r in results], "model": model,
-                "time_ms": round((time.perf_counter() - start) * 1000, 2)}
+        return {
+            "translations": [asdict(r) for r in results],
+            "model": model,
+            "time_ms": round((time.perf_counter() - start) * 1000, 2),
+        }
 
     @app.get("/v1/health")
     async def health():
-        body = {"status": "ok" if batcher.alive else "down", "queued": batcher.queued(),
-                **asdict(batcher.stats)}
+        body = {
+            "status": "ok" if batcher.alive else "down",
+            "queued": batcher.queued(),
+            **asdict(batcher.stats),
+        }
         return JSONResponse(body, status_code=200 if batcher.alive else 503)
 
     @app.get("/v1/model", response_model=ModelOut)

@@ -11,6 +11,7 @@ A full queue raises `QueueFull` (the server answers 503 with Retry-After). A cal
 (timeout, disconnect) cancels its future, and a cancelled request is skipped before decoding.
 A batch that fails is retried request by request, so one bad request fails alone.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,6 +31,7 @@ log = logging.getLogger("nmt")
 @dataclass(frozen=True)
 class Options:
     """The decoding options of a request; only requests with equal options share a batch."""
+
     beam: int
     nbest: int = 1
     alignment: bool = False
@@ -40,7 +42,7 @@ class Options:
 @dataclass
 class Job:
     texts: list[str]
-    lengths: list[int]                 # source tokens per text (with EOS, after truncation)
+    lengths: list[int]  # source tokens per text (with EOS, after truncation)
     options: Options
     future: Future = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
@@ -62,11 +64,14 @@ class Stats:
 
 
 class Batcher:
-    def __init__(self, translator, max_batch_tokens: int, max_wait_ms: float,
-                 queue_size: int) -> None:
+    def __init__(
+        self, translator, max_batch_tokens: int, max_wait_ms: float, queue_size: int
+    ) -> None:
         if max_batch_tokens < 0 or max_wait_ms < 0 or queue_size < 1:
-            raise NmtError(f"batcher needs max_batch_tokens >= 0, max_wait_ms >= 0 and "
-                           f"queue_size >= 1, got {max_batch_tokens}, {max_wait_ms}, {queue_size}")
+            raise NmtError(
+                f"batcher needs max_batch_tokens >= 0, max_wait_ms >= 0 and "
+                f"queue_size >= 1, got {max_batch_tokens}, {max_wait_ms}, {queue_size}"
+            )
         self.translator = translator
         self.max_batch_tokens, self.max_wait = max_batch_tokens, max_wait_ms / 1000
         self.queue_size = queue_size
@@ -74,8 +79,8 @@ class Batcher:
         self._queue: deque[Job] = deque()
         self._cv = threading.Condition()
         self._stopping = False
-        self._seconds_per_sentence = 0.05            # running estimate, for Retry-After
-        self._last_done = 0.0                        # when the last batch was answered
+        self._seconds_per_sentence = 0.05  # running estimate, for Retry-After
+        self._last_done = 0.0  # when the last batch was answered
         self._thread = threading.Thread(target=self._run, name="nmt-decoder", daemon=True)
 
     # -- the caller's side -----------------------------------------------------------------
@@ -102,7 +107,7 @@ class Batcher:
         """Queue a request; its future resolves to one TranslationResult per text."""
         job = Job(texts, self.translator.source_lengths(texts), options)
         with self._cv:
-            self._drop_cancelled()            # given up by their callers: no room taken
+            self._drop_cancelled()  # given up by their callers: no room taken
             if len(self._queue) >= self.queue_size:
                 waiting = sum(len(j.texts) for j in self._queue)
                 raise QueueFull(max(1, math.ceil(waiting * self._seconds_per_sentence)))
@@ -179,11 +184,16 @@ class Batcher:
         start = time.monotonic()
         try:
             results = self.translator.translate(
-                texts, beam=o.beam, nbest=o.nbest, alignment=o.alignment,
-                attention_layer=o.attention_layer, attention_head=o.attention_head,
-                batch_tokens=self.max_batch_tokens or None)
+                texts,
+                beam=o.beam,
+                nbest=o.nbest,
+                alignment=o.alignment,
+                attention_layer=o.attention_layer,
+                attention_head=o.attention_head,
+                batch_tokens=self.max_batch_tokens or None,
+            )
         except Exception as e:  # noqa: BLE001 -- the worker must outlive any one request
-            if len(jobs) > 1:                     # find the culprit; the others still succeed
+            if len(jobs) > 1:  # find the culprit; the others still succeed
                 for j in jobs:
                     self._translate([j])
                 return
@@ -199,5 +209,5 @@ class Batcher:
         self.stats.sentences += len(texts)
         at = 0
         for j in jobs:
-            j.future.set_result(results[at:at + len(j.texts)])
+            j.future.set_result(results[at : at + len(j.texts)])
             at += len(j.texts)

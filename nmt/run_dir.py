@@ -1,0 +1,173 @@
+"""A run directory: the one place that knows its file names and whether it holds a given config.
+
+```
+RUN/config.yaml             the resolved config (every default filled in)
+RUN/spm.model               joint subwords (or spm.src.model and spm.tgt.model)
+RUN/checkpoints/step_N.pt   the last train.keep_last step checkpoints
+RUN/best.pt, averaged.pt    best by the validation metric; the average of the last N steps
+RUN/metrics.jsonl, train.log, tensorboard/
+RUN/trained.json            written by `nmt study` once a model has finished training
+RUN/eval_SPLIT_beamK/       reports of `nmt evaluate`
+```
+Only `nmt.config` sits below this module, so every layer above (subwords, trainer, checkpoints,
+evaluation, study) spells the layout through it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Optional
+
+from nmt.config import Config, dump_yaml, load_config
+from nmt.errors import NmtError
+from nmt.files import atomic_write
+
+JOINT_SUBWORDS = "spm.model"
+SRC_SUBWORDS, TGT_SUBWORDS = "spm.src.model", "spm.tgt.model"
+SUBWORD_GLOB = "spm*.model"
+REPORT_PREFIX = "eval_"
+_STEP = re.compile(r"step_(\d+)\.pt")
+
+
+def subword_files(joint: bool) -> tuple[str, ...]:
+    """File names of a directory's subword model(s): one joint model or source and target."""
+    return (JOINT_SUBWORDS,) if joint else (SRC_SUBWORDS, TGT_SUBWORDS)
+
+
+class RunDir:
+    """The layout of one training run (nothing is created until a method writes)."""
+
+    CONFIG = "config.yaml"
+    CHECKPOINTS = "checkpoints"
+    BEST = "best.pt"
+    AVERAGED = "averaged.pt"
+    METRICS = "metrics.jsonl"
+    LOG = "train.log"
+    TENSORBOARD = "tensorboard"
+    TRAINED = "trained.json"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @classmethod
+    def of_checkpoint(cls, checkpoint: str | Path) -> "RunDir":
+        """The run a checkpoint file belongs to: RUN for RUN/checkpoints/step_N.pt and
+        RUN/best.pt; a checkpoint elsewhere counts its own folder as its run."""
+        parent = Path(checkpoint).parent
+        return cls(parent.parent if parent.name == cls.CHECKPOINTS else parent)
+
+    # ------------------------------------------------------------------ names
+    @property
+    def config(self) -> Path:
+        return self.path / self.CONFIG
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / self.CHECKPOINTS
+
+    @property
+    def best(self) -> Path:
+        return self.path / self.BEST
+
+    @property
+    def averaged(self) -> Path:
+        return self.path / self.AVERAGED
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / self.METRICS
+
+    @property
+    def log(self) -> Path:
+        return self.path / self.LOG
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / self.TENSORBOARD
+
+    @property
+    def trained(self) -> Path:
+        return self.path / self.TRAINED
+
+    def step_checkpoint(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step}.pt"
+
+    def report(self, name: str, beam: int, suffix: str = "") -> Path:
+        """Where `nmt evaluate` writes the report of split (or file) `name` at beam `beam`."""
+        return self.path / f"{REPORT_PREFIX}{name}_beam{beam}{suffix}"
+
+    def reports(self) -> list[Path]:
+        """The report directories in this run, by name."""
+        return sorted(p for p in self.path.glob(f"{REPORT_PREFIX}*") if p.is_dir())
+
+    @classmethod
+    def is_report_of_run(cls, report: Path) -> bool:
+        """Whether `report` is a report directory inside a run (RUN/eval_*)."""
+        return report.name.startswith(REPORT_PREFIX) and (report.parent / cls.CONFIG).is_file()
+
+    # ------------------------------------------------------------------ checkpoints
+    def step_checkpoints(self) -> list[Path]:
+        """Step checkpoints, oldest first."""
+        found = [p for p in self.checkpoints.glob("step_*.pt") if _STEP.fullmatch(p.name)]
+        return sorted(found, key=lambda p: int(_STEP.fullmatch(p.name).group(1)))  # type: ignore[union-attr]
+
+    def checkpoint(self, prefer: str = "best") -> Path:
+        """The best (prefer='best') or latest checkpoint; the other one when that is missing."""
+        if not self.path.exists():
+            raise NmtError(f"no such checkpoint or run directory: {self.path}")
+        steps = self.step_checkpoints()
+        if prefer == "best" and self.best.is_file():
+            return self.best
+        if steps:
+            return steps[-1]
+        if self.best.is_file():
+            return self.best
+        raise NmtError(f"run directory {self.path} has no checkpoint yet (train it first)")
+
+    def prune(self, keep: int) -> None:
+        """Delete all but the newest `keep` step checkpoints."""
+        for old in self.step_checkpoints()[:-keep]:
+            old.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ the config
+    def saved_config_text(self) -> Optional[str]:
+        return self.config.read_text(encoding="utf-8") if self.config.is_file() else None
+
+    def saved_config(self) -> Optional[Config]:
+        """The config this run was trained with (as stored; None when there is none)."""
+        return load_config(self.config, stored=True) if self.config.is_file() else None
+
+    def same_config(self, cfg: Config) -> bool:
+        """Whether this run was made by exactly `cfg` (every key, defaults included)."""
+        return self.saved_config_text() == dump_yaml(cfg)
+
+    def holds_run(self) -> bool:
+        """Whether anything was trained here: a checkpoint of any kind."""
+        return bool(self.step_checkpoints()) or self.best.exists()
+
+    def is_empty(self) -> bool:
+        return not self.path.exists() or not any(self.path.iterdir())
+
+    def create(self, cfg: Config, overwrite: bool = False) -> "RunDir":
+        """Make the directory (emptied first with `overwrite`) and store the config in it."""
+        if overwrite and self.path.exists():
+            shutil.rmtree(self.path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.config, dump_yaml(cfg))
+        return self
+
+    # ------------------------------------------------------------------ study bookkeeping
+    def mark_trained(self, stop_reason: str) -> None:
+        atomic_write(self.trained, json.dumps({"stop_reason": stop_reason}) + "\n")
+
+    def trained_reason(self) -> Optional[str]:
+        """Why training finished, when `mark_trained` recorded it; else None."""
+        if not self.trained.is_file():
+            return None
+        return json.loads(self.trained.read_text(encoding="utf-8"))["stop_reason"]
