@@ -25,6 +25,7 @@ from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.models.quantize import check_int8_device, quantize_int8
+from nmt.precision import decode_precision
 from nmt.run_dir import RunDir
 from nmt.translate import translate_texts
 
@@ -99,20 +100,25 @@ class Translator:
         cls,
         run_or_checkpoint: str | Path,
         device: str = "cpu",
-        precision: str = "fp32",
+        precision: Optional[str] = None,
         int8: bool = False,
     ) -> "Translator":
         """A run directory (its best checkpoint) or a checkpoint file; `precision` is the
-        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only); `int8`: dynamic
-        int8 quantization of the linear layers (CPU only), as `nmt translate --int8`."""
+        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only), by default the
+        run's own where this device runs it, as `nmt translate` decodes; `int8`: dynamic int8
+        quantization of the linear layers (CPU only, fp32 activations), as `nmt translate --int8`."""
         device = str(device)
         if int8:
             check_int8_device(device)  # before loading anything
+            if precision not in (None, "fp32"):
+                raise NmtError(f"int8 decodes in fp32 (its activations), not {precision}")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise NmtError(f"device {device!r} asked for, but no CUDA device is available")
         if precision == "fp16" and not device.startswith("cuda"):
             raise NmtError("precision fp16 needs a CUDA device (use bf16 on CPU)")
         cfg, model, tok, meta = load_model(run_or_checkpoint, device)
+        if precision is None:
+            precision = decode_precision(cfg.train.precision, torch.device(device), int8)
         if int8:
             model = quantize_int8(model)
         return cls(cfg, model, tok, meta, device, precision)

@@ -441,9 +441,9 @@ def _serve_parser(sub) -> None:
     sv.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     sv.add_argument(
         "--precision",
-        default="fp32",
+        default=None,
         choices=["fp32", "bf16", "fp16"],
-        help="decoding precision (default: fp32)",
+        help="decoding precision (default: the run's where this device runs it, as nmt translate)",
     )
     sv.add_argument(
         "--int8",

@@ -340,10 +340,10 @@ def decoding_device(device: Optional[str], cfg: Config) -> torch.device:
     return dev
 
 
-def decoding_autocast(cfg: Config, device: torch.device):
-    """Decoding runs under the run's precision where this device runs it (see
-    `nmt.precision.decode_precision`)."""
-    return autocast_for(decode_precision(cfg.train.precision, device), device)
+def decoding_autocast(cfg: Config, device: torch.device, int8: bool = False):
+    """Decoding runs under the run's precision where this device runs it, fp32 for int8 models
+    (see `nmt.precision.decode_precision`)."""
+    return autocast_for(decode_precision(cfg.train.precision, device, int8), device)
 
 
 def _load_for_decoding(
@@ -355,7 +355,7 @@ def _load_for_decoding(
         device = device or "cpu"  # int8 decodes on the CPU whatever the run trained on
         check_int8_device(device)  # before loading anything
     cfg, model, tok, meta = load_models([target] if isinstance(target, str) else target, "cpu")
-    meta["device"] = decoding_device(device, cfg)
+    meta["device"], meta["int8"] = decoding_device(device, cfg), int8
     if int8:
         model = quantize_int8(model)
     model.to(meta["device"])
@@ -403,7 +403,7 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
         f"evaluating {meta['path']} (step {meta['step']}) on {what}: {len(srcs)} "
         f"sentences, beam {k}"
     )
-    with decoding_autocast(cfg, meta["device"]):
+    with decoding_autocast(cfg, meta["device"], meta["int8"]):
         out = translate_texts(
             model,
             tok,
@@ -597,7 +597,7 @@ class Session:
         prefixes: Optional[list[str]] = None,
         return_attn: bool = False,
     ) -> list[Translation]:
-        with decoding_autocast(self.cfg, self.meta["device"]):
+        with decoding_autocast(self.cfg, self.meta["device"], self.meta["int8"]):
             return translate_texts(
                 self.model,
                 self.tok,

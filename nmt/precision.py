@@ -73,9 +73,12 @@ def autocast_for(precision: str, device: torch.device):
     return torch.autocast(device_type=device.type, dtype=DTYPES[p])
 
 
-def decode_precision(precision: str, device: torch.device) -> str:
+def decode_precision(precision: str, device: torch.device, int8: bool = False) -> str:
     """The precision decoding runs in: the run's own, except where this device cannot run it
-    (fp16 on a CPU) or runs it only emulated (bf16 on a CPU without bf16 units): fp32 there."""
+    (fp16 on a CPU) or runs it only emulated (bf16 on a CPU without bf16 units): fp32 there.
+    int8 models decode in fp32: their quantized linear layers take fp32 activations."""
+    if int8:
+        return "fp32"
     if device.type == "cpu" and precision in ("fp16", "bf16") and not cpu_has_bf16():
         return "fp32"
     if device.type == "cpu" and precision == "fp16":

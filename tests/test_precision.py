@@ -168,6 +168,26 @@ def test_decoding_uses_the_run_precision_where_the_device_runs_it(monkeypatch):
     ]
 
 
+def test_int8_models_decode_in_fp32_even_where_the_run_trained_in_bf16(
+    monkeypatch, tiny_transformer_run
+):
+    """int8's quantized linear layers take fp32 activations: a bf16 run on a bf16 CPU decoded
+    with --int8 (CLI or API) must not hand them bf16 ones."""
+    from nmt import Translator
+
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    assert precision.decode_precision("bf16", CPU, int8=True) == "fp32"
+    assert Translator.load(tiny_transformer_run).precision == precision.decode_precision(
+        "auto", CPU
+    )
+    t = Translator.load(tiny_transformer_run, int8=True)
+    assert t.precision == "fp32"
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as if a caller left autocast on
+        assert t.translate(["a b c"], beam=2)[0].text is not None
+    with pytest.raises(NmtError, match="int8 decodes in fp32"):
+        Translator.load(tiny_transformer_run, int8=True, precision="bf16")
+
+
 def test_dropout_is_torch_dropout_off_the_cpu(monkeypatch):
     calls = []
     monkeypatch.setattr(

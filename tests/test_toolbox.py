@@ -218,7 +218,8 @@ def test_average_last_above_keep_last_is_a_config_error(runs, tmp_path):
 def test_score_agrees_with_the_beams_own_hypothesis_scores(runs, corpus, tmp_path, arch):
     cfg, model, tok, _ = load_model(runs[arch])
     srcs = lines(corpus / "test.src")
-    out = translate_texts(model, tok, srcs, cfg.decode, beam=2, nbest=1)
+    with pipeline.decoding_autocast(cfg, torch.device("cpu")):  # the precision `nmt score` uses
+        out = translate_texts(model, tok, srcs, cfg.decode, beam=2, nbest=1)
     hyps = tmp_path / "hyps.txt"
     hyps.write_text("".join(t.text + "\n" for t in out))
     scored = tmp_path / "scores.jsonl"
