@@ -129,17 +129,21 @@ def clients(port: int, lines: list[str], n_clients: int) -> dict:
             "max_ms": ms[-1]}
 
 
+def health(port: int) -> dict:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", "/v1/health")
+    return json.loads(c.getresponse().read())
+
+
 def serve_mode(run: str, lines: list[str], refs: list[str], n_clients: int,
                max_batch_tokens: int, max_wait_ms: float) -> dict:
     port = free_port()
     proc = start_server(run, port, max_batch_tokens, max_wait_ms, queue_size=4 * n_clients)
     try:
         clients(port, lines[:1], 1)           # warm-up: a server is long-lived
-        before = load()
+        before, h0 = load(), health(port)
         got = clients(port, lines, n_clients)
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        c.request("GET", "/v1/health")
-        health = json.loads(c.getresponse().read())
+        h1 = health(port)
     finally:
         proc.terminate()
         proc.wait(60)
@@ -153,8 +157,12 @@ def serve_mode(run: str, lines: list[str], refs: list[str], n_clients: int,
             "equal_to_nmt_translate": equal,
             "different": [{"line": i + 1, "serve": a, "translate": r} for i, (a, r) in
                           enumerate(zip(got["answers"], refs)) if a != r][:10],
-            "batches": health["batches"] - 1, "mean_batch_sentences":
-                round((health["sentences"] - 1) / max(1, health["batches"] - 1), 2),
+            "batches": h1["batches"] - h0["batches"], "mean_batch_sentences":
+                round((h1["sentences"] - h0["sentences"]) / max(1, h1["batches"] - h0["batches"]),
+                      2),
+            "batches_closed_by": {k: h1[f"closed_{k}"] - h0[f"closed_{k}"]
+                                  for k in ("full", "returned", "max_wait")},
+            "worker_waited_s": round(h1["wait_s"] - h0["wait_s"], 2),
             "load_before": before, "load_after": load()}
 
 

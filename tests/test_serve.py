@@ -213,6 +213,39 @@ def test_the_worker_stops_waiting_once_the_answered_clients_are_back(translator,
     assert took < 1.2, f"the second batch waited {took:.2f} s, as if nobody had come back"
 
 
+class Slow:
+    """The real translator, one second slower per batch."""
+
+    def __init__(self, real: Translator) -> None:
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def translate(self, texts, **kw):
+        time.sleep(1.0)
+        return self.real.translate(texts, **kw)
+
+
+def test_answered_clients_are_awaited_for_a_share_of_the_decoding_time(translator, sources):
+    """max_wait_ms 0, but the last batch took over a second: a client it answered that comes back
+    0.2 s after another still joins their batch (the wait is capped by comeback_share of the
+    decoding time, here a half)."""
+    batcher = Batcher(Slow(translator), max_batch_tokens=10_000, max_wait_ms=0, queue_size=64)
+    batcher.comeback_share = 0.5
+    first = [batcher.submit([s], Options(beam=1)) for s in sources[:2]]
+    batcher.start()
+    try:
+        [f.result(30) for f in first]
+        again = [batcher.submit([sources[2]], Options(beam=1))]
+        time.sleep(0.2)
+        again.append(batcher.submit([sources[3]], Options(beam=1)))
+        [f.result(30) for f in again]
+    finally:
+        batcher.stop()
+    assert batcher.stats.batches == 2 and batcher.stats.closed_returned == 1
+
+
 def test_requests_with_other_options_wait_for_their_own_batch(translator, sources):
     batcher = Batcher(translator, max_batch_tokens=10_000, max_wait_ms=500, queue_size=64)
     greedy = [batcher.submit([s], Options(beam=1)) for s in sources[:3]]

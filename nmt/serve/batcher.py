@@ -3,14 +3,16 @@
 Requests wait in a bounded queue. When the worker is free it takes the oldest request and gathers
 later ones with the same decoding options until the batch reaches `max_batch_tokens` padded
 source tokens (the measure `decode.batch_tokens` uses), or until as many requests have arrived
-since the last batch was answered as that batch answered (clients that were answered come back:
-under a steady load the batches then hold every client instead of settling into two alternating
-halves, one queueing while the other decodes), or, at the latest, `max_wait_ms` after the later
-of the oldest arrival and the last answer. It decodes them as one list with
-`Translator.translate`. A lone client that sends again as soon as it is answered never waits.
-`max_batch_tokens=0` turns merging off: one request per decode, the way a per-model lock behaves.
-The model is touched by this thread only, so the attention view a request asks for (which
-mutates the model) is set and restored safely.
+since the last batch was answered as that batch answered, or the wait runs out. It decodes them
+as one list with `Translator.translate`. The wait runs `max_wait_ms` from the later of the oldest
+arrival and the last answer, and, while clients answered by the last batch may still come back,
+up to `comeback_share` (1/20) of that batch's decoding time, so waiting for them costs at most
+that share of the throughput. Clients answered a moment ago are about to send again: without the
+wait, under a steady load of C clients the batches settle into two alternating halves of C/2 (one
+queueing while the other decodes); with it, each batch holds all C. A lone client that sends
+again as soon as it is answered never waits. `max_batch_tokens=0` turns merging off: one request
+per decode, the way a per-model lock behaves. The model is touched by this thread only, so the
+attention view a request asks for (which mutates the model) is set and restored safely.
 
 A full queue raises `QueueFull` (the server answers 503 with Retry-After). A caller that gives up
 (timeout, disconnect) cancels its future, and a cancelled request is skipped before decoding.
@@ -64,6 +66,11 @@ class Stats:
     batches: int = 0
     cancelled: int = 0
     failed: int = 0
+    # why the free worker stopped gathering a batch, and how long it waited in all
+    closed_full: int = 0          # the token budget was reached
+    closed_returned: int = 0      # the clients answered last had come back
+    closed_max_wait: int = 0      # the wait ran out (max_wait_ms or the comeback share)
+    wait_s: float = 0.0
 
 
 class Batcher:
@@ -82,6 +89,8 @@ class Batcher:
         self._seconds_per_sentence = 0.05            # running estimate, for Retry-After
         self._last_done = 0.0                        # when the last batch was answered
         self._answered = 0                           # requests that batch answered
+        self._last_decode_s = 0.0                    # and how long it took to decode
+        self.comeback_share = 0.05                   # of that time, spent waiting for them
         self._thread = threading.Thread(target=self._run, name="nmt-decoder", daemon=True)
 
     # -- the caller's side -----------------------------------------------------------------
@@ -139,13 +148,23 @@ class Batcher:
             # Wait from the later of the oldest arrival and the last answer: clients answered a
             # moment ago are about to send again, and without this pause the batches settle
             # into two alternating halves of the clients. Stop waiting once they are back.
-            deadline = max(first.enqueued, self._last_done) + self.max_wait
+            deadline = max(first.enqueued + self.max_wait, self._last_done + max(
+                self.max_wait, self.comeback_share * self._last_decode_s))
+            free = time.monotonic()
             while True:
                 batch, full = self._pick(first.options)
                 left = deadline - time.monotonic()
-                if full or left <= 0 or self._stopping or self._returned():
-                    break
-                self._cv.wait(left)
+                if full:
+                    self.stats.closed_full += 1
+                elif self._returned():
+                    self.stats.closed_returned += 1
+                elif left <= 0 or self._stopping:
+                    self.stats.closed_max_wait += 1
+                else:
+                    self._cv.wait(left)
+                    continue
+                break
+            self.stats.wait_s += time.monotonic() - free
             for job in batch:
                 self._queue.remove(job)
             return batch
@@ -180,9 +199,11 @@ class Batcher:
     def _decode(self, batch: list[Job]) -> None:
         live = [j for j in batch if j.future.set_running_or_notify_cancel()]
         self.stats.cancelled += len(batch) - len(live)
+        start = time.monotonic()
         outcomes = self._translate(live) if live else []
         with self._cv:                 # marked before the answers go out: no comeback predates it
             self._last_done, self._answered = time.monotonic(), len(live)
+            self._last_decode_s = self._last_done - start
         for job, ok, value in outcomes:
             if ok:
                 job.future.set_result(value)
