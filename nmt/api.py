@@ -24,6 +24,7 @@ from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.models.quantize import check_int8_device, quantize_int8
+from nmt.precision import decode_precision
 from nmt.translate import translate_texts
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -80,10 +81,12 @@ class Translator:
 
     @classmethod
     def load(cls, run_or_checkpoint: str | Path, device: str = "cpu",
-             precision: str = "fp32", int8: bool = False) -> "Translator":
+             precision: Optional[str] = None, int8: bool = False) -> "Translator":
         """A run directory (its best checkpoint) or a checkpoint file; `precision` is the
-        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only); `int8`: dynamic
-        int8 quantization of the linear layers (CPU only), as `nmt translate --int8`."""
+        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only; None: the run's
+        own where this device runs it, as `nmt translate` decodes, so both give the same text);
+        `int8`: dynamic int8 quantization of the linear layers (CPU only, fp32 activations), as
+        `nmt translate --int8`."""
         device = str(device)
         if int8:
             check_int8_device(device)  # before loading anything
@@ -92,6 +95,9 @@ class Translator:
         if precision == "fp16" and not device.startswith("cuda"):
             raise NmtError("precision fp16 needs a CUDA device (use bf16 on CPU)")
         cfg, model, tok, meta = load_model(run_or_checkpoint, device)
+        if precision is None:
+            precision = "fp32" if int8 else decode_precision(cfg.train.precision,
+                                                             torch.device(device))
         if int8:
             model = quantize_int8(model)
         return cls(cfg, model, tok, meta, device, precision)

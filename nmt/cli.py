@@ -237,8 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--timeout", type=float, default=60.0, metavar="S",
                     help="seconds per request, queueing included, before 504 (default: 60)")
     sv.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    sv.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
-                    help="decoding precision (default: fp32)")
+    sv.add_argument("--precision", default=None, choices=["fp32", "bf16", "fp16"],
+                    help="decoding precision (default: the run's where this device runs it, "
+                    "as nmt translate decodes)")
     sv.add_argument("--int8", action="store_true",
                     help="dynamic int8 quantization of the linear layers (CPU only)")
     return ap

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
@@ -17,6 +18,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from nmt.api import Translator  # noqa: E402
 from nmt.cli import main  # noqa: E402
+from nmt.precision import decode_precision  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.batcher import Batcher, Options  # noqa: E402
 
@@ -98,6 +100,9 @@ def test_health_model_page_and_openapi(client):
     assert health.status_code == 200 and health.json()["status"] == "ok"
     model = client.get("/v1/model").json()
     assert model["step"] == 40 and model["attention_layers"] == 2 and model["parameters"] > 0
+    # decodes in the run's precision, as nmt translate does (bf16 where the CPU has bf16 units)
+    assert model["precision"] == decode_precision(client.app.state.translator.cfg.train.precision,
+                                                  torch.device("cpu"))
     page = client.get("/")
     assert page.status_code == 200 and 'id="heatmap"' in page.text
     assert "http://" not in page.text and "https://" not in page.text   # nothing from a CDN
