@@ -6,7 +6,7 @@ source tokens (the measure `decode.batch_tokens` uses), or until as many request
 since the last batch was answered as that batch answered, or the wait runs out. It decodes them
 as one list with `Translator.translate`. The wait runs `max_wait_ms` from the later of the oldest
 arrival and the last answer, and, while clients answered by the last batch may still come back,
-up to `comeback_share` (1/20) of that batch's decoding time, so waiting for them costs at most
+up to `comeback_share` (1/10) of that batch's decoding time, so waiting for them costs at most
 that share of the throughput. Clients answered a moment ago are about to send again: without the
 wait, under a steady load of C clients the batches settle into two alternating halves of C/2 (one
 queueing while the other decodes); with it, each batch holds all C. A lone client that sends
@@ -90,7 +90,7 @@ class Batcher:
         self._last_done = 0.0                        # when the last batch was answered
         self._answered = 0                           # requests that batch answered
         self._last_decode_s = 0.0                    # and how long it took to decode
-        self.comeback_share = 0.05                   # of that time, spent waiting for them
+        self.comeback_share = 0.10                   # of that time, spent waiting for them
         self._thread = threading.Thread(target=self._run, name="nmt-decoder", daemon=True)
 
     # -- the caller's side -----------------------------------------------------------------
