@@ -443,7 +443,7 @@ def _serve_parser(sub) -> None:
         "--precision",
         default=None,
         choices=["fp32", "bf16", "fp16"],
-        help="decoding precision (default: the run's where this device runs it, as nmt translate)",
+        help="decoding precision (default: as nmt translate: fp32 on a CPU, the run's on a GPU)",
     )
     sv.add_argument(
         "--int8",

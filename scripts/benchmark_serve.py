@@ -10,7 +10,9 @@ off (--max-batch-tokens 0), and translates the same file with `nmt translate` (t
 one process; its wall time includes starting Python and loading the model, so the in-process
 decode time of the same call is reported beside it). Every answer is checked against the line
 `nmt translate` wrote. The machine is shared: compare the modes of one run (ratios), and read
-the load recorded before and after each. Every mode runs with --threads torch threads
+the load recorded before and after each; the CPU seconds each mode used (the server's and the
+clients' apart) do not count the other jobs, so their ratio is the steadier one. The server's
+/v1/health counters say how many sentences a batch held and why the worker closed each batch. Every mode runs with --threads torch threads
 (OMP_NUM_THREADS; default 1: on a shared, oversubscribed machine more threads spin and stall).
 """
 
@@ -21,6 +23,7 @@ import http.client
 import json
 import os
 import queue
+import resource
 import socket
 import statistics
 import subprocess
@@ -53,15 +56,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def process_cpu_s(pid: int) -> float:
+    """user + system CPU seconds of a running process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def nmt_translate(run: str, src: Path, out: Path) -> dict:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu_s()
     subprocess.run(
         [sys.executable, "-m", "nmt", "translate", run, "-i", str(src), "-o", str(out)],
         cwd=ROOT,
         check=True,
         stderr=subprocess.DEVNULL,
     )
-    return {"wall_s": time.perf_counter() - start}
+    return {"wall_s": time.perf_counter() - start, "cpu_s": round(children_cpu_s() - cpu, 2)}
 
 
 def in_process_decode(run: str, lines: list[str]) -> dict:
@@ -73,9 +87,9 @@ def in_process_decode(run: str, lines: list[str]) -> dict:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     t = Translator.load(run)
     t.translate(lines[:1])  # warm-up, as the servers get
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     t.translate(lines)
-    return {"wall_s": time.perf_counter() - start}
+    return {"wall_s": time.perf_counter() - start, "cpu_s": round(time.process_time() - cpu, 2)}
 
 
 def start_server(
@@ -158,6 +172,12 @@ def clients(port: int, lines: list[str], n_clients: int) -> dict:
     }
 
 
+def health(port: int) -> dict:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", "/v1/health")
+    return json.loads(c.getresponse().read())
+
+
 def serve_mode(
     run: str,
     lines: list[str],
@@ -170,11 +190,12 @@ def serve_mode(
     proc = start_server(run, port, max_batch_tokens, max_wait_ms, queue_size=4 * n_clients)
     try:
         clients(port, lines[:1], 1)  # warm-up: a server is long-lived
-        before = load()
+        before, h0 = load(), health(port)
+        cpu_server, cpu_clients = process_cpu_s(proc.pid), time.process_time()
         got = clients(port, lines, n_clients)
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        c.request("GET", "/v1/health")
-        health = json.loads(c.getresponse().read())
+        cpu_server = process_cpu_s(proc.pid) - cpu_server
+        cpu_clients = time.process_time() - cpu_clients
+        h1 = health(port)
     finally:
         proc.terminate()
         proc.wait(60)
@@ -187,6 +208,7 @@ def serve_mode(
         "p50_ms": round(got["p50_ms"], 1),
         "p99_ms": round(got["p99_ms"], 1),
         "max_ms": round(got["max_ms"], 1),
+        "cpu_s": {"server": round(cpu_server, 2), "clients": round(cpu_clients, 2)},
         "answered_200": sum(s == 200 for s in got["status"]),
         "equal_to_nmt_translate": equal,
         "different": [
@@ -194,8 +216,14 @@ def serve_mode(
             for i, (a, r) in enumerate(zip(got["answers"], refs))
             if a != r
         ][:10],
-        "batches": health["batches"] - 1,
-        "mean_batch_sentences": round((health["sentences"] - 1) / max(1, health["batches"] - 1), 2),
+        "batches": h1["batches"] - h0["batches"],
+        "mean_batch_sentences": round(
+            (h1["sentences"] - h0["sentences"]) / max(1, h1["batches"] - h0["batches"]), 2
+        ),
+        "batches_closed_by": {
+            k: h1[f"closed_{k}"] - h0[f"closed_{k}"] for k in ("full", "returned", "max_wait")
+        },
+        "worker_waited_s": round(h1["wait_s"] - h0["wait_s"], 2),
         "load_before": before,
         "load_after": load(),
     }
@@ -259,6 +287,13 @@ def main() -> None:
         ),
         "batching_vs_in_process_decode": round(
             b["sentences_per_s"] / result["in_process_decode"]["sentences_per_s"], 2
+        ),
+        # sentences per CPU-second (the machine is shared: CPU time does not count the others)
+        "batching_vs_nmt_translate_per_cpu_s": round(
+            result["nmt_translate"]["cpu_s"] / b["cpu_s"]["server"], 2
+        ),
+        "batching_with_clients_vs_nmt_translate_per_cpu_s": round(
+            result["nmt_translate"]["cpu_s"] / (b["cpu_s"]["server"] + b["cpu_s"]["clients"]), 2
         ),
     }
     text = json.dumps(result, indent=2)

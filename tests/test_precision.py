@@ -151,21 +151,24 @@ def test_fp16_on_cpu_is_a_one_line_error():
         precision.autocast_for("fp16", CPU)
 
 
-def test_decoding_uses_the_run_precision_where_the_device_runs_it(monkeypatch):
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
-    assert [precision.decode_precision(p, CPU) for p in ("auto", "fp32", "bf16", "fp16")] == [
+def test_decoding_runs_fp32_on_a_cpu_and_the_run_precision_on_a_gpu(monkeypatch):
+    """CPU decoding is fp32 whatever the run trained in (bf16 rounding depends on the batch's
+    shape, so output would depend on batching); a GPU decodes in the run's precision."""
+    for flags in ({"avx2"}, {"avx512_bf16"}, {"amx_bf16"}):
+        monkeypatch.setattr(precision, "cpu_flags", lambda flags=flags: frozenset(flags))
+        assert {precision.decode_precision(p, CPU) for p in ("auto", "fp32", "bf16", "fp16")} == {
+            "fp32"
+        }
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    gpu = torch.device("cuda")
+    assert [precision.decode_precision(p, gpu) for p in ("auto", "fp32", "bf16", "fp16")] == [
+        "bf16",
         "fp32",
-        "fp32",
-        "fp32",
-        "fp32",
+        "bf16",
+        "fp16",
     ]
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
-    assert [precision.decode_precision(p, CPU) for p in ("auto", "fp32", "bf16", "fp16")] == [
-        "bf16",
-        "fp32",
-        "bf16",
-        "bf16",
-    ]
+    assert precision.decode_precision("bf16", gpu, int8=True) == "fp32"
 
 
 def test_int8_models_decode_in_fp32_even_where_the_run_trained_in_bf16(

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
@@ -18,6 +19,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from nmt.api import Translator  # noqa: E402
 from nmt.cli import main  # noqa: E402
+from nmt.precision import decode_precision  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.batcher import Batcher, Options  # noqa: E402
 
@@ -100,6 +102,10 @@ def test_health_model_page_and_openapi(client):
     assert health.status_code == 200 and health.json()["status"] == "ok"
     model = client.get("/v1/model").json()
     assert model["step"] == 40 and model["attention_layers"] == 2 and model["parameters"] > 0
+    # decodes in the run's precision, as nmt translate does (bf16 where the CPU has bf16 units)
+    assert model["precision"] == decode_precision(
+        client.app.state.translator.cfg.train.precision, torch.device("cpu")
+    )
     page = client.get("/")
     assert page.status_code == 200 and 'id="heatmap"' in page.text
     assert "http://" not in page.text and "https://" not in page.text  # nothing from a CDN
@@ -199,6 +205,59 @@ def test_token_budget_splits_batches_and_zero_turns_merging_off(translator, sour
         assert 1 < batcher.stats.batches <= len(sources)
         if most:
             assert batcher.stats.batches == most
+
+
+def test_the_worker_stops_waiting_once_the_answered_clients_are_back(translator, sources):
+    """After a batch of two, the next batch waits for two arrivals, not for max_wait_ms: under a
+    steady load each batch holds every client instead of alternating halves of them."""
+    batcher = Batcher(translator, max_batch_tokens=10_000, max_wait_ms=1500, queue_size=64)
+    first = [batcher.submit([s], Options(beam=1)) for s in sources[:2]]
+    batcher.start()
+    try:
+        [f.result(30) for f in first]  # waited max_wait_ms: nobody had been answered
+        start = time.monotonic()
+        again = [batcher.submit([sources[2]], Options(beam=1))]
+        time.sleep(0.3)  # the second client comes back later
+        again.append(batcher.submit([sources[3]], Options(beam=1)))
+        [f.result(30) for f in again]
+        took = time.monotonic() - start
+    finally:
+        batcher.stop()
+    assert batcher.stats.batches == 2 and batcher.stats.requests == 4
+    assert took < 1.2, f"the second batch waited {took:.2f} s, as if nobody had come back"
+
+
+class Slow:
+    """The real translator, one second slower per batch."""
+
+    def __init__(self, real: Translator) -> None:
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def translate(self, texts, **kw):
+        time.sleep(1.0)
+        return self.real.translate(texts, **kw)
+
+
+def test_answered_clients_are_awaited_for_a_share_of_the_decoding_time(translator, sources):
+    """max_wait_ms 0, but the last batch took over a second: a client it answered that comes back
+    0.2 s after another still joins their batch (the wait is capped by comeback_share of the
+    decoding time, here a half)."""
+    batcher = Batcher(Slow(translator), max_batch_tokens=10_000, max_wait_ms=0, queue_size=64)
+    batcher.comeback_share = 0.5
+    first = [batcher.submit([s], Options(beam=1)) for s in sources[:2]]
+    batcher.start()
+    try:
+        [f.result(30) for f in first]
+        again = [batcher.submit([sources[2]], Options(beam=1))]
+        time.sleep(0.2)
+        again.append(batcher.submit([sources[3]], Options(beam=1)))
+        [f.result(30) for f in again]
+    finally:
+        batcher.stop()
+    assert batcher.stats.batches == 2 and batcher.stats.closed_returned == 1
 
 
 def test_requests_with_other_options_wait_for_their_own_batch(translator, sources):

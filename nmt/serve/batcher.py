@@ -1,9 +1,16 @@
 """Cross-request batching: one decoding thread owns the model and merges queued requests.
 
-Requests wait in a bounded queue. The worker takes the oldest, then, for at most `max_wait_ms`
-after it arrived (or after the last batch was answered, if later), gathers later requests with
-the same decoding options until the batch reaches `max_batch_tokens` padded source tokens (the
-measure `decode.batch_tokens` uses), and decodes them as one list with `Translator.translate`. `max_batch_tokens=0` turns merging off: one request
+Requests wait in a bounded queue. When the worker is free it takes the oldest request and gathers
+later ones with the same decoding options until the batch reaches `max_batch_tokens` padded
+source tokens (the measure `decode.batch_tokens` uses), or until as many requests have arrived
+since the last batch was answered as that batch answered, or the wait runs out. It decodes them
+as one list with `Translator.translate`. The wait runs `max_wait_ms` from the later of the oldest
+arrival and the last answer, and, while clients answered by the last batch may still come back,
+up to `comeback_share` (1/10) of that batch's decoding time, so waiting for them costs at most
+that share of the throughput. Clients answered a moment ago are about to send again: without the
+wait, under a steady load of C clients the batches settle into two alternating halves of C/2 (one
+queueing while the other decodes); with it, each batch holds all C. A lone client that sends
+again as soon as it is answered never waits. `max_batch_tokens=0` turns merging off: one request
 per decode, the way a per-model lock behaves. The model is touched by this thread only, so the
 attention view a request asks for (which mutates the model) is set and restored safely.
 
@@ -61,6 +68,11 @@ class Stats:
     batches: int = 0
     cancelled: int = 0
     failed: int = 0
+    # why the free worker stopped gathering a batch, and how long it waited in all
+    closed_full: int = 0  # the token budget was reached
+    closed_returned: int = 0  # the clients answered last had come back
+    closed_max_wait: int = 0  # the wait ran out (max_wait_ms or the comeback share)
+    wait_s: float = 0.0
 
 
 class Batcher:
@@ -81,6 +93,9 @@ class Batcher:
         self._stopping = False
         self._seconds_per_sentence = 0.05  # running estimate, for Retry-After
         self._last_done = 0.0  # when the last batch was answered
+        self._answered = 0  # requests that batch answered
+        self._last_decode_s = 0.0  # and how long it took to decode
+        self.comeback_share = 0.10  # of that time, spent waiting for them
         self._thread = threading.Thread(target=self._run, name="nmt-decoder", daemon=True)
 
     # -- the caller's side -----------------------------------------------------------------
@@ -137,17 +152,34 @@ class Batcher:
                 return [self._queue.popleft()]
             # Wait from the later of the oldest arrival and the last answer: clients answered a
             # moment ago are about to send again, and without this pause the batches settle
-            # into two alternating halves of the clients.
-            deadline = max(first.enqueued, self._last_done) + self.max_wait
+            # into two alternating halves of the clients. Stop waiting once they are back.
+            deadline = max(
+                first.enqueued + self.max_wait,
+                self._last_done + max(self.max_wait, self.comeback_share * self._last_decode_s),
+            )
+            free = time.monotonic()
             while True:
                 batch, full = self._pick(first.options)
                 left = deadline - time.monotonic()
-                if full or left <= 0 or self._stopping:
-                    break
-                self._cv.wait(left)
+                if full:
+                    self.stats.closed_full += 1
+                elif self._returned():
+                    self.stats.closed_returned += 1
+                elif left <= 0 or self._stopping:
+                    self.stats.closed_max_wait += 1
+                else:
+                    self._cv.wait(left)
+                    continue
+                break
+            self.stats.wait_s += time.monotonic() - free
             for job in batch:
                 self._queue.remove(job)
             return batch
+
+    def _returned(self) -> bool:
+        """As many requests arrived since the last answer as it answered (lock held)."""
+        back = sum(j.enqueued >= self._last_done for j in self._queue)
+        return self._answered > 0 and back >= self._answered
 
     def _drop_cancelled(self) -> None:
         """Forget queued requests whose callers gave up (call with the lock held)."""
@@ -174,11 +206,19 @@ class Batcher:
     def _decode(self, batch: list[Job]) -> None:
         live = [j for j in batch if j.future.set_running_or_notify_cancel()]
         self.stats.cancelled += len(batch) - len(live)
-        if live:
-            self._translate(live)
-        self._last_done = time.monotonic()
+        start = time.monotonic()
+        outcomes = self._translate(live) if live else []
+        with self._cv:  # marked before the answers go out: no comeback predates it
+            self._last_done, self._answered = time.monotonic(), len(live)
+            self._last_decode_s = self._last_done - start
+        for job, ok, value in outcomes:
+            if ok:
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(value)
 
-    def _translate(self, jobs: list[Job]) -> None:
+    def _translate(self, jobs: list[Job]) -> list[tuple[Job, bool, object]]:
+        """(job, succeeded, results or exception) for each job."""
         o = jobs[0].options
         texts = [t for j in jobs for t in j.texts]
         start = time.monotonic()
@@ -194,20 +234,18 @@ class Batcher:
             )
         except Exception as e:  # noqa: BLE001 -- the worker must outlive any one request
             if len(jobs) > 1:  # find the culprit; the others still succeed
-                for j in jobs:
-                    self._translate([j])
-                return
+                return [out for j in jobs for out in self._translate([j])]
             if not isinstance(e, NmtError):
                 log.exception("decoding a request failed")
             self.stats.failed += 1
-            jobs[0].future.set_exception(e)
-            return
+            return [(jobs[0], False, e)]
         per = (time.monotonic() - start) / max(1, len(texts))
         self._seconds_per_sentence = 0.8 * self._seconds_per_sentence + 0.2 * per
         self.stats.batches += 1
         self.stats.requests += len(jobs)
         self.stats.sentences += len(texts)
-        at = 0
+        outcomes, at = [], 0
         for j in jobs:
-            j.future.set_result(results[at : at + len(j.texts)])
+            outcomes.append((j, True, results[at : at + len(j.texts)]))
             at += len(j.texts)
+        return outcomes
