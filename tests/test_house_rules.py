@@ -9,7 +9,7 @@ from conftest import REPO
 MAX_LINES = 60
 # Over the limit only since `ruff format` put one argument per line, and in code another
 # engineer owns (decode search, the server): split them there, then empty this.
-PENDING = {"nmt/decode.py:beam_search", "nmt/serve/app.py:create_app"}
+PENDING = {"nmt/decode.py:beam_search"}
 
 
 def function_lengths() -> dict[str, int]:

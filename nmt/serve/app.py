@@ -292,6 +292,15 @@ def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
         precision=translator.precision,
         limits={k: v for k, v in asdict(limits).items()},
     )
+    _add_translate_route(app, batcher, translator, limits, model)
+    _add_info_routes(app, batcher, model)
+    return app
+
+
+def _add_translate_route(
+    app: FastAPI, batcher: Batcher, translator: Translator, limits: Limits, model: ModelOut
+) -> None:
+    """POST /v1/translate: parse and check the body, queue it for the batcher, wait."""
     errors = {s: {"model": ErrorOut} for s in (400, 413, 422, 503, 504)}
 
     @app.post(
@@ -326,6 +335,10 @@ def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
             "time_ms": round((time.perf_counter() - start) * 1000, 2),
         }
 
+
+def _add_info_routes(app: FastAPI, batcher: Batcher, model: ModelOut) -> None:
+    """GET /v1/health, /v1/model, the page at / and its static files."""
+
     @app.get("/v1/health")
     async def health():
         body = {
@@ -344,4 +357,3 @@ def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
         return FileResponse(STATIC / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    return app
