@@ -191,3 +191,26 @@ def test_streamed_training_split_errors_name_the_file_and_line(tmp_path):
     assert str(e.value) == (f"line counts differ: {d / 'train.de'} has 5 lines, "
                             f"{d / 'train.en'} has 2")
     assert not list((tmp_path / "p").glob("*/meta.json"))  # nothing prepared from bad data
+
+
+def test_subwords_train_on_the_seeded_sample_only(corpus_dir, tmp_path, monkeypatch):
+    """Only the sampled pairs reach sentencepiece (not every line of the corpus), the same pairs on
+    every run for the same seed, other pairs for another seed."""
+    seen = []
+    build = prepared.Tokenizer.build
+
+    def spy(cfg, src, tgt, lowercase, seed):
+        seen.append((list(src), list(tgt)))
+        return build(cfg, src, tgt, lowercase, seed)
+    monkeypatch.setattr(prepared.Tokenizer, "build", spy)
+    lines = (corpus_dir / "train.de").read_text("utf-8").splitlines()
+    for root, seed in (("a", 1), ("b", 1), ("c", 2)):
+        ensure_prepared(config(corpus_dir, tmp_path / root, vocab={"max_sentences": 101},
+                               train={"seed": seed}))
+    (a_src, a_tgt), (b_src, _), (c_src, _) = seen
+    rows = prepared.sample_rows(len(lines), 101, True, 1)
+    assert len(a_src) == len(a_tgt) == len(rows) == 51  # joint: half of the lines per side
+    assert a_src == [lines[r] for r in rows] and a_src == b_src and c_src != a_src
+    assert prepared.sample_rows(len(lines), 10**6, True, 1) is None  # all fit: every pair
+    assert np.array_equal(prepared.sample_rows(10**6, 300000, True, 1),
+                          prepared.sample_rows(10**6, 300000, True, 1))

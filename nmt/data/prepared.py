@@ -165,12 +165,23 @@ def _subwords(cfg: Config, text) -> Tokenizer:
     v, n = cfg.vocab, len(text)
     if (v.model if v.joint else (v.src_model and v.tgt_model)):
         return Tokenizer.build(v, [], [], cfg.data.lowercase, cfg.train.seed)
-    rows = -(-v.max_sentences // 2) if v.joint else v.max_sentences  # joint: both sides count
-    if rows < n:
-        pick = np.sort(np.random.default_rng(cfg.train.seed).choice(n, rows, replace=False))
-        text = text.select(pick)
-    src, tgt = (text.data.column(c).to_pylist() for c in ("src", "tgt"))
+    pick = sample_rows(n, v.max_sentences, v.joint, cfg.train.seed)
+    # Only the sampled rows are read: `Dataset.select(...).data` would be the whole table (select
+    # keeps the rows and adds an index mapping), every line of the corpus in Python lists.
+    table = text.with_format("arrow")[pick if pick is not None else slice(None)]
+    src, tgt = (table.column(c).to_pylist() for c in ("src", "tgt"))
+    del table
     return Tokenizer.build(v, src, tgt, cfg.data.lowercase, cfg.train.seed)
+
+
+def sample_rows(n: int, max_sentences: int, joint: bool, seed: int) -> Optional[np.ndarray]:
+    """The sorted rows (pairs) whose sentences train the subword models: a seeded sample of
+    vocab.max_sentences lines (half from each side for a joint vocabulary), None for all rows.
+    The same (n, max_sentences, joint, seed) gives the same rows on every run and machine."""
+    rows = -(-max_sentences // 2) if joint else max_sentences  # joint: both sides count
+    if rows >= n:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n, rows, replace=False))
 
 
 _TOKENIZERS: dict[bytes, Tokenizer] = {}
