@@ -214,3 +214,14 @@ def test_subwords_train_on_the_seeded_sample_only(corpus_dir, tmp_path, monkeypa
     assert prepared.sample_rows(len(lines), 10**6, True, 1) is None  # all fit: every pair
     assert np.array_equal(prepared.sample_rows(10**6, 300000, True, 1),
                           prepared.sample_rows(10**6, 300000, True, 1))
+
+
+def test_the_default_subword_sample_is_200k_lines_the_same_on_every_run():
+    """The default sample bounds subword training's memory (unigram: about 23 bytes per character,
+    0.75 GB for 200k lines of 160 characters) whatever the corpus size, and is seeded."""
+    from nmt.config import VocabConfig
+    assert VocabConfig().max_sentences == 200000
+    a = prepared.sample_rows(2_000_000, VocabConfig().max_sentences, True, 1)
+    assert len(a) == 100000 and np.all(np.diff(a) > 0)  # joint: 100k pairs, both sides
+    assert np.array_equal(a, prepared.sample_rows(2_000_000, 200000, True, 1))
+    assert len(prepared.sample_rows(2_000_000, 200000, False, 1)) == 200000  # per side
