@@ -69,20 +69,24 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _memory(pid: int) -> tuple[int, int, int]:
-    """(RSS, PSS, USS) in bytes of one process (0 when it is gone). USS (private pages) is what
-    the process adds to the machine; PSS shares each shared page among the processes mapping it."""
+def _memory(pid: int) -> tuple[int, int, int, int]:
+    """(RSS, PSS, USS, anonymous PSS) in bytes of one process (0 when it is gone). USS (private
+    pages) is what the process adds to the machine; PSS shares each shared page among the
+    processes mapping it; anonymous PSS leaves out file pages (mapped Arrow files, libraries),
+    which are page cache the kernel can drop."""
     try:
         rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-        pss = uss = 0
+        pss = uss = anon = 0
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
             if line.startswith("Pss:"):
                 pss = int(line.split()[1]) * 1024
+            elif line.startswith("Pss_Anon:"):
+                anon = int(line.split()[1]) * 1024
             elif line.startswith(("Private_Clean:", "Private_Dirty:")):
                 uss += int(line.split()[1]) * 1024
-        return rss, pss, uss
+        return rss, pss, uss, anon
     except (OSError, ValueError, IndexError):
-        return 0, 0, 0
+        return 0, 0, 0, 0
 
 
 def _is_worker(pid: int, skip: tuple[str, ...]) -> bool:
@@ -104,16 +108,17 @@ def measure(cmd: list[str], cwd: Path, skip: tuple[str, ...] = (), env: dict | N
     out = open(log, "w") if log else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                             env={**os.environ, **(env or {})})
-    peak_rss = peak_pss = peak_uss = 0
+    peak_rss = peak_pss = peak_uss = peak_anon = 0
     per_proc_peak: dict[int, int] = {}
     while proc.poll() is None:
-        rss = pss = uss = 0
+        rss = pss = uss = anon = 0
         for p in _tree(proc.pid):
             if _is_worker(p, skip):
-                r, s, u = _memory(p)
-                rss, pss, uss = rss + r, pss + s, uss + u
+                r, s, u, an = _memory(p)
+                rss, pss, uss, anon = rss + r, pss + s, uss + u, anon + an
                 per_proc_peak[p] = max(per_proc_peak.get(p, 0), r)
         peak_rss, peak_pss, peak_uss = max(peak_rss, rss), max(peak_pss, pss), max(peak_uss, uss)
+        peak_anon = max(peak_anon, anon)
         if mark and t_mark is None and log and re.search(mark, log.read_text(errors="replace"),
                                                           re.MULTILINE):
             t_mark, mark_rss, mark_pss = time.perf_counter() - start, peak_rss, peak_pss
@@ -125,6 +130,7 @@ def measure(cmd: list[str], cwd: Path, skip: tuple[str, ...] = (), env: dict | N
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
     return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_mb": round(peak_rss / 2**20, 1),
             "peak_pss_mb": round(peak_pss / 2**20, 1), "peak_uss_mb": round(peak_uss / 2**20, 1),
+            "peak_anon_pss_mb": round(peak_anon / 2**20, 1),
             "largest_process_rss_mb": round(max(per_proc_peak.values(), default=0) / 2**20, 1),
             "processes": len(per_proc_peak),
             **({"mark": mark, "mark_s": None if t_mark is None else round(t_mark, 2),
