@@ -46,7 +46,12 @@ def test_every_kept_pair_is_in_exactly_one_batch_per_epoch(corpus_dir, tmp_path)
     corpus = prepared_corpus(config(corpus_dir, tmp_path / "p", {"max_len": 20}))
     assert (corpus.stats.total, corpus.stats.kept, corpus.stats.empty,
             corpus.stats.too_long) == (402, 400, 1, 1)
+    # the batcher plans from the lengths stored apart (contiguous .npy files, mapped), which are
+    # the id columns' own lengths
+    assert np.array_equal(corpus.src_len, corpus.src.lengths())
+    assert np.array_equal(corpus.tgt_len, corpus.tgt.lengths())
     batcher = corpus.batcher(config(corpus_dir, tmp_path / "p").data, seed=4)
+    assert np.array_equal(batcher.src_len, corpus.src.lengths()[corpus.kept])
     for epoch in range(3):
         seen = np.concatenate(batcher.epoch(epoch))
         assert sorted(corpus.kept[seen].tolist()) == list(range(400))  # rows 400, 401 dropped

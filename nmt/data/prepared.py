@@ -35,7 +35,13 @@ from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 
 log = logging.getLogger("nmt")
-FORMAT = 1
+FORMAT = 2  # 2: lengths and filter decisions also in .npy files; larger record batches
+# Rows per Arrow record batch: each batch's metadata is read when the file is opened, and every
+# page fault on a mapped file maps its neighbours too (fault-around, 64 KB), so 1,000-row batches
+# put 2 of 5 MB of a 2M-pair corpus in each process's RSS just by opening it.
+WRITER_ROWS = 10000
+# Per-pair arrays the batcher plans from, one contiguous .npy file each (mapped, shared by ranks).
+INDEX = ("src_len", "tgt_len", "drop")
 # Keys of the data section that never change the ids: a new batch size reuses the corpus.
 NOT_IN_KEY = ("batch_tokens", "batch_size", "workers", "prepared_dir")
 KEEP, EMPTY, TOO_LONG, RATIO = 0, 1, 2, 3  # the filter decision stored per pair
@@ -278,16 +284,20 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
     ids = text.map(_encode, batched=True, num_proc=d.workers if d.workers > 1 else None,
                    remove_columns=text.column_names, features=_id_features(ds, vocab),
                    cache_file_name=str(out / "train.arrow"), load_from_cache_file=False,
+                   writer_batch_size=WRITER_ROWS,
                    desc="encoding", fn_kwargs={"src_proto": tok.src_proto,
                                               "tgt_proto": tok.tgt_proto,
                                               "lowercase": d.lowercase, "max_len": d.max_len,
                                               "max_ratio": d.max_ratio})
     ds.disable_progress_bars()
     times["encode+filter"] = time.perf_counter() - t0
-    drop = np.bincount(ids.data.column("drop").to_numpy(), minlength=4)
-    src_tokens = int(np.asarray(ids.data.column("src_len")).sum())
-    tgt_tokens = int(np.asarray(ids.data.column("tgt_len")).sum())
+    index = {c: ids.data.column(c).to_numpy() for c in INDEX}
+    for c, a in index.items():
+        np.save(out / f"{c}.npy", a)
+    drop = np.bincount(index["drop"], minlength=4)
+    src_tokens, tgt_tokens = int(index["src_len"].sum()), int(index["tgt_len"].sum())
     n = len(ids)
+    del index
     del ids, text
     shutil.rmtree(out / "read", ignore_errors=True)
     files = sorted(p.name for p in out.glob("train*.arrow"))
@@ -313,6 +323,8 @@ class PreparedCorpus:
     tgt: IdColumn
     kept: np.ndarray    # rows kept by the filter, in corpus order
     files: list[Path]   # the mapped Arrow files
+    src_len: np.ndarray  # tokens per row (every pair read; source with its EOS), mapped .npy
+    tgt_len: np.ndarray
 
     @property
     def stats(self) -> FilterStats:
@@ -321,7 +333,8 @@ class PreparedCorpus:
     def batcher(self, data: DataConfig, seed: int, rank: int = 0, world: int = 1,
                 pin: bool = False) -> BucketBatcher:
         return BucketBatcher(self.src, self.tgt, data.batch_tokens, data.batch_size, seed,
-                             rank, world, rows=self.kept, pin=pin)
+                             rank, world, rows=self.kept, pin=pin,
+                             lengths=(self.src_len, self.tgt_len))
 
     def summary(self) -> str:
         m, sec = self.meta, self.meta["seconds"]
@@ -348,10 +361,14 @@ def open_prepared(path: Path) -> PreparedCorpus:
     tok = Tokenizer(protos[0] if len(protos) == 1 else (path / "spm.src.model").read_bytes(),
                     None if len(protos) == 1 else (path / "spm.tgt.model").read_bytes(),
                     meta["lowercase"])
-    drop = table.column("drop").to_numpy()
+    # Lengths and decisions from their own contiguous files, not from the Arrow columns: those
+    # are spread over every record batch, and reading them would fault in most of the corpus.
+    index = {c: np.load(path / f"{c}.npy", mmap_mode="r") for c in INDEX}
+    kept = np.flatnonzero(index["drop"] == KEEP)
+    kept = kept.astype(np.int32) if len(index["drop"]) < 2**31 else kept
     return PreparedCorpus(path, meta, tok, IdColumn.from_arrow(table.column("src")),
-                          IdColumn.from_arrow(table.column("tgt")),
-                          np.flatnonzero(drop == KEEP), files)
+                          IdColumn.from_arrow(table.column("tgt")), kept, files,
+                          index["src_len"], index["tgt_len"])
 
 
 def prepared_corpus(cfg: Config, progress: bool = False,
