@@ -284,7 +284,8 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
     ids = text.map(_encode, batched=True, num_proc=d.workers if d.workers > 1 else None,
                    remove_columns=text.column_names, features=_id_features(ds, vocab),
                    cache_file_name=str(out / "train.arrow"), load_from_cache_file=False,
-                   writer_batch_size=WRITER_ROWS,
+                   batch_size=WRITER_ROWS, writer_batch_size=WRITER_ROWS,  # one record batch
+                   # per map batch: the batch size sets the files' record batches
                    desc="encoding", fn_kwargs={"src_proto": tok.src_proto,
                                               "tgt_proto": tok.tgt_proto,
                                               "lowercase": d.lowercase, "max_len": d.max_len,
