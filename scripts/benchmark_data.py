@@ -5,27 +5,42 @@ and an 8k unigram vocabulary (the settings of issue 14), it measures, each comma
 process tree, sampled for the summed RSS (and PSS) of the processes that do the work:
   - the current code's `nmt train --dry-run` (from --baseline, e.g. main's worktree) and this
     tree's `nmt prepare` on the first --small pairs, side by side: pairs/s and their ratio;
-  - `nmt prepare` of the whole corpus: peak RSS and pairs/s;
+  - the same 400k-pair prepare with the old default subword sample (vocab.max_sentences=1M),
+    for the peak of sentencepiece training before and after the default changed;
+  - `nmt prepare` of the whole corpus (and of its first 100k pairs): peak RSS and pairs/s;
   - one optimiser step (`nmt train --set train.max_steps=1`) on the prepared whole corpus and on
-    its first 100k pairs: wall time from the command's start, peak RSS and the difference;
-  - the same step under a 2-process `torchrun` (gloo): both ranks' RSS together against one rank.
+    its first 100k pairs: the time of the trainer's "step 1" log line from the command's start,
+    peak RSS and the difference;
+  - the same step under a 2-process `torchrun` (gloo), on both corpora: both ranks' RSS, PSS and
+    USS (private pages) together against one rank's.
 The machine is shared: only ratios taken in the same run compare, and CPU seconds (the command
 and its reaped workers) say more than wall time under load. lscpu and load are recorded.
 
-    python scripts/benchmark_data.py --corpus /tmp/c2m --baseline /work/main --out bench.json
+    python scripts/benchmark_data.py --corpus /tmp/c2m --baseline /work/old --out bench.json \
+        --lock /work/exp/cpu.lock
+
+--baseline is a worktree of the old code (the commit before the prepared corpus); it runs with
+--baseline-python (default: its own .venv, else this interpreter) and PYTHONPATH set to it, this
+tree's stages with PYTHONPATH set to this tree: the JSON records which `nmt` each side imported.
+With --lock every stage holds an exclusive flock on that file, so timed runs of several people
+never overlap, and others' short runs can go between stages. Stages can be run separately
+(--only / --skip); results are merged into an existing --out.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import re
 import resource
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,17 +77,24 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _memory(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in bytes of one process (0 when it is gone)."""
+def _memory(pid: int) -> tuple[int, int, int, int]:
+    """(RSS, PSS, USS, anonymous PSS) in bytes of one process (0 when it is gone). USS (private
+    pages) is what the process adds to the machine; PSS shares each shared page among the
+    processes mapping it; anonymous PSS leaves out file pages (mapped Arrow files, libraries),
+    which are page cache the kernel can drop."""
     try:
         rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-        pss = 0
+        pss = uss = anon = 0
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
             if line.startswith("Pss:"):
                 pss = int(line.split()[1]) * 1024
-        return rss, pss
+            elif line.startswith("Pss_Anon:"):
+                anon = int(line.split()[1]) * 1024
+            elif line.startswith(("Private_Clean:", "Private_Dirty:")):
+                uss += int(line.split()[1]) * 1024
+        return rss, pss, uss, anon
     except (OSError, ValueError, IndexError):
-        return 0, 0
+        return 0, 0, 0, 0
 
 
 def _is_worker(pid: int, skip: tuple[str, ...]) -> bool:
@@ -89,24 +111,36 @@ def measure(
     skip: tuple[str, ...] = (),
     env: dict | None = None,
     log: Path | None = None,
+    mark: str | None = None,
 ) -> dict:
-    """Run `cmd`; peak summed RSS/PSS of its python processes (minus `skip` ones) and wall time."""
+    """Run `cmd`; peak summed RSS/PSS of its python processes (minus `skip` ones) and wall time;
+    with `mark`, the wall time when that regex first appears in the log (and the peaks until then)."""
     start = time.perf_counter()
+    t_mark = None
+    mark_rss = mark_pss = 0
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = open(log, "w") if log else subprocess.DEVNULL
     proc = subprocess.Popen(
         cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
     )
-    peak_rss = peak_pss = 0
+    peak_rss = peak_pss = peak_uss = peak_anon = 0
     per_proc_peak: dict[int, int] = {}
     while proc.poll() is None:
-        rss = pss = 0
+        rss = pss = uss = anon = 0
         for p in _tree(proc.pid):
             if _is_worker(p, skip):
-                r, s = _memory(p)
-                rss, pss = rss + r, pss + s
+                r, s, u, an = _memory(p)
+                rss, pss, uss, anon = rss + r, pss + s, uss + u, anon + an
                 per_proc_peak[p] = max(per_proc_peak.get(p, 0), r)
-        peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+        peak_rss, peak_pss, peak_uss = max(peak_rss, rss), max(peak_pss, pss), max(peak_uss, uss)
+        peak_anon = max(peak_anon, anon)
+        if (
+            mark
+            and t_mark is None
+            and log
+            and re.search(mark, log.read_text(errors="replace"), re.MULTILINE)
+        ):
+            t_mark, mark_rss, mark_pss = time.perf_counter() - start, peak_rss, peak_pss
         time.sleep(0.1)
     wall = time.perf_counter() - start
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the command and its reaped workers
@@ -118,7 +152,20 @@ def measure(
         "cpu_s": round(cpu, 2),
         "peak_rss_mb": round(peak_rss / 2**20, 1),
         "peak_pss_mb": round(peak_pss / 2**20, 1),
+        "peak_uss_mb": round(peak_uss / 2**20, 1),
+        "peak_anon_pss_mb": round(peak_anon / 2**20, 1),
         "largest_process_rss_mb": round(max(per_proc_peak.values(), default=0) / 2**20, 1),
+        "processes": len(per_proc_peak),
+        **(
+            {
+                "mark": mark,
+                "mark_s": None if t_mark is None else round(t_mark, 2),
+                "peak_rss_mb_to_mark": round(mark_rss / 2**20, 1),
+                "peak_pss_mb_to_mark": round(mark_pss / 2**20, 1),
+            }
+            if mark
+            else {}
+        ),
         "command": " ".join(cmd),
     }
 
@@ -147,6 +194,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def which_nmt(python: str, cwd: Path, env: dict) -> str:
+    """The `nmt` package this interpreter imports with this cwd and environment."""
+    return subprocess.run(
+        [python, "-c", "import nmt; print(nmt.__file__)"],
+        cwd=cwd,
+        check=True,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def commit(tree: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
+@contextmanager
+def locked(path: Path | None):
+    """Hold an exclusive flock on `path` (none when it is None) while a stage runs."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def machine() -> dict:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     info = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
@@ -159,74 +238,177 @@ def machine() -> dict:
     }
 
 
+STAGES = (
+    "old_dry_run_small",
+    "new_prepare_small",
+    "new_prepare_small_max1m",
+    "new_prepare_all",
+    "new_prepare_tiny",
+    "first_step_all",
+    "first_step_tiny",
+    "torchrun_2_ranks",
+    "torchrun_2_ranks_tiny",
+)
+GROUPS = {
+    "ratio": ("old_dry_run_small", "new_prepare_small"),
+    "old": ("old_dry_run_small",),
+    "before": ("new_prepare_small_max1m",),
+    "all": ("new_prepare_all", "new_prepare_tiny"),
+    "first": ("first_step_all", "first_step_tiny"),
+    "torchrun": ("torchrun_2_ranks", "torchrun_2_ranks_tiny"),
+}
+FIRST_STEP = r"^.*step 1: loss"  # the trainer's log line after its first optimiser step
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", required=True, type=Path, help="nmt data synth output (2M pairs)")
-    ap.add_argument("--baseline", type=Path, help="worktree of the current code (old path)")
+    ap.add_argument("--baseline", type=Path, help="worktree of the old code (the in-memory path)")
+    ap.add_argument(
+        "--baseline-python", help="interpreter for --baseline (default: its .venv, else this one)"
+    )
     ap.add_argument("--small", type=int, default=400000, help="pairs for the side-by-side ratio")
     ap.add_argument("--workers", type=int, default=2, help="data.workers for nmt prepare")
     ap.add_argument("--work", type=Path, default=Path("/tmp/nmt_benchmark_data"))
     ap.add_argument("--out", type=Path, default=Path("benchmark_data.json"))
-    ap.add_argument("--skip", default="", help="comma-separated stages to skip")
+    ap.add_argument("--lock", type=Path, help="flock this file during each stage")
+    ap.add_argument(
+        "--skip", default="", help=f"comma-separated stages or groups to skip ({', '.join(GROUPS)})"
+    )
+    ap.add_argument("--only", default="", help="comma-separated stages or groups to run")
     a = ap.parse_args()
-    py, work = sys.executable, a.work
+    py, work = sys.executable, a.work.resolve()
+    corpus = a.corpus.resolve()
     work.mkdir(parents=True, exist_ok=True)
     prep = work / "prepared"
-    small, tiny = (
-        subset(a.corpus, work / "small", a.small),
-        subset(a.corpus, work / "c100k", 100000),
+
+    def names(arg: str) -> set[str]:
+        return {n for x in arg.split(",") if x for n in GROUPS.get(x, (x,))}
+
+    run_set = (names(a.only) or set(STAGES)) - names(a.skip)
+    if not a.baseline:
+        run_set.discard("old_dry_run_small")
+    unknown = run_set - set(STAGES)
+    if unknown:
+        raise SystemExit(f"unknown stages: {sorted(unknown)}")
+    with locked(a.lock):
+        small = subset(corpus, work / "small", a.small)
+        tiny = subset(corpus, work / "c100k", 100000)
+    with open(corpus / "train.src", "rb") as f:
+        n_all = sum(1 for _ in f)
+    res: dict = json.loads(a.out.read_text()) if a.out.is_file() else {}
+    res.update(
+        {
+            "pairs": {"all": n_all, "small": a.small, "tiny": 100000},
+            "workers": a.workers,
+            "settings": SETTINGS,
+        }
     )
-    n_all = sum(1 for _ in open(a.corpus / "train.src", "rb"))
-    res: dict = {
-        "machine_before": machine(),
-        "pairs": {"all": n_all, "small": a.small, "tiny": 100000},
-        "workers": a.workers,
-        "settings": SETTINGS,
-    }
-    skip = set(a.skip.split(","))
+    res.setdefault("machine_before", machine())
+    new_env = {"PYTHONPATH": str(REPO)}
+    res["nmt_under_test"] = which_nmt(py, REPO, new_env)
+    if a.baseline:
+        base = a.baseline.resolve()
+        venv = base / ".venv" / "bin" / "python"
+        base_py = a.baseline_python or (str(venv) if venv.is_file() else py)
+        base_env = {"PYTHONPATH": str(base)}
+        res["nmt_baseline"] = which_nmt(base_py, base, base_env)
+        res["baseline_commit"] = commit(base)
+    res["commit_under_test"] = commit(REPO)
 
     def save() -> None:
         res["machine_after"] = machine()
         a.out.write_text(json.dumps(res, indent=1) + "\n")
 
-    def stage(name: str, cmd: list[str], cwd: Path = REPO, **kw) -> dict:
-        print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd[-4:])}", flush=True)
-        res[name] = measure(cmd, cwd, log=work / f"{name}.log", **kw)
-        res[name]["load_after"] = os.getloadavg()
+    def stage(name: str, cmd: list[str], cwd: Path = REPO, env: dict | None = None, **kw) -> None:
+        if name not in run_set:
+            return
+        with locked(a.lock):
+            load = os.getloadavg()
+            print(
+                f"[{time.strftime('%H:%M:%S')}] {name} (load {load[0]:.1f}): {' '.join(cmd[-4:])}",
+                flush=True,
+            )
+            res[name] = measure(cmd, cwd, log=work / f"{name}.log", env=env or new_env, **kw)
+            res[name]["load_before"] = load
+            res[name]["load_after"] = os.getloadavg()
         print(f"    {res[name]}", flush=True)
         save()
-        return res[name]
 
-    own = [f"data.prepared_dir={prep}", f"data.workers={a.workers}"]
-    if "ratio" not in skip:
-        shutil.rmtree(prep, ignore_errors=True)
-        if a.baseline and "old" not in skip:
-            base_py = str(a.baseline / ".venv" / "bin" / "python")
-            old = stage(
-                "old_dry_run_small",
-                nmt_cmd(base_py, ["train"], small, []) + ["--dry-run"],
-                cwd=a.baseline,
-                env={"PYTHONPATH": str(a.baseline)},
-            )
-        new = stage("new_prepare_small", nmt_cmd(py, ["prepare"], small, own))
-        if a.baseline and "old" not in skip:
-            res["ratio_pairs_per_s"] = round(old["wall_s"] / new["wall_s"], 2)
-            res["ratio_cpu_s"] = round(old["cpu_s"] / new["cpu_s"], 2)
-        save()
-    if "all" not in skip:
-        stage("new_prepare_all", nmt_cmd(py, ["prepare"], a.corpus, own))
-        stage("new_prepare_tiny", nmt_cmd(py, ["prepare"], tiny, own))
-        res["pairs_per_s_all"] = round(n_all / res["new_prepare_all"]["wall_s"])
-    step = own + ["train.max_steps=1", "train.progress=false"]
-    for name, data in (("first_step_all", a.corpus), ("first_step_tiny", tiny)):
-        run = work / f"run_{name}"
-        stage(name, nmt_cmd(py, ["train"], data, step + [f"train.run_dir={run}"]) + ["--overwrite"])
-    res["rss_all_minus_tiny_mb"] = round(
-        res["first_step_all"]["peak_rss_mb"] - res["first_step_tiny"]["peak_rss_mb"], 1
+    def own(name: str, fresh: bool) -> list[str]:
+        """This tree's settings; each prepare stage has its own (emptied) prepared_dir."""
+        d = prep / name
+        if fresh and name in run_set:
+            shutil.rmtree(d, ignore_errors=True)
+        return [f"data.prepared_dir={d}", f"data.workers={a.workers}"]
+
+    if a.baseline:
+        stage(
+            "old_dry_run_small",
+            nmt_cmd(base_py, ["train"], small, []) + ["--dry-run"],
+            cwd=base,
+            env=base_env,
+        )
+    stage("new_prepare_small", nmt_cmd(py, ["prepare"], small, own("new_prepare_small", True)))
+    stage(
+        "new_prepare_small_max1m",
+        nmt_cmd(
+            py,
+            ["prepare"],
+            small,
+            own("new_prepare_small_max1m", True) + ["vocab.max_sentences=1000000"],
+        ),
     )
-    if "torchrun" not in skip:
-        run = work / "run_ddp"
-        cmd = nmt_cmd(py, ["train"], a.corpus, step + [f"train.run_dir={run}"]) + ["--overwrite"]
+    stage("new_prepare_all", nmt_cmd(py, ["prepare"], corpus, own("new_prepare_all", True)))
+    stage("new_prepare_tiny", nmt_cmd(py, ["prepare"], tiny, own("new_prepare_tiny", True)))
+    for k, n in (
+        ("old_dry_run_small", a.small),
+        ("new_prepare_small", a.small),
+        ("new_prepare_small_max1m", a.small),
+        ("new_prepare_all", n_all),
+        ("new_prepare_tiny", 100000),
+    ):
+        if k in res and k in run_set:
+            res[k]["pairs_per_s"] = round(n / res[k]["wall_s"])
+            res[k]["pairs_per_cpu_s"] = round(n / res[k]["cpu_s"])
+    if "old_dry_run_small" in res and "new_prepare_small" in res:
+        res["ratio_pairs_per_s"] = round(
+            res["old_dry_run_small"]["wall_s"] / res["new_prepare_small"]["wall_s"], 2
+        )
+        res["ratio_cpu_s"] = round(
+            res["old_dry_run_small"]["cpu_s"] / res["new_prepare_small"]["cpu_s"], 2
+        )
+    save()
+
+    step = ["train.max_steps=1", "train.progress=false", "train.log_every=1"]
+    for name, data, prepared_by in (
+        ("first_step_all", corpus, "new_prepare_all"),
+        ("first_step_tiny", tiny, "new_prepare_tiny"),
+    ):
+        if name in run_set and not list((prep / prepared_by).glob("*/meta.json")):
+            raise SystemExit(
+                f"{name}: run stage {prepared_by} first (it must find the corpus "
+                f"prepared, to time training alone)"
+            )
+        run = work / f"run_{name}"
+        stage(
+            name,
+            nmt_cmd(py, ["train"], data, own(prepared_by, False) + step + [f"train.run_dir={run}"])
+            + ["--overwrite"],
+            mark=FIRST_STEP,
+        )
+    if "first_step_all" in res and "first_step_tiny" in res:
+        res["rss_all_minus_tiny_mb"] = round(
+            res["first_step_all"]["peak_rss_mb"] - res["first_step_tiny"]["peak_rss_mb"], 1
+        )
+    for name, data, prepared_by, one in (
+        ("torchrun_2_ranks", corpus, "new_prepare_all", "first_step_all"),
+        ("torchrun_2_ranks_tiny", tiny, "new_prepare_tiny", "first_step_tiny"),
+    ):
+        run = work / f"run_{name}"
+        cmd = nmt_cmd(
+            py, ["train"], data, own(prepared_by, False) + step + [f"train.run_dir={run}"]
+        ) + ["--overwrite"]
         ddp = [
             py,
             "-m",
@@ -235,13 +417,12 @@ def main() -> None:
             f"--master_port={free_port()}",
             *cmd[1:],
         ]
-        stage("torchrun_2_ranks", ddp, skip=("torch.distributed.run",))
-        res["ddp_rss_minus_one_rank_mb"] = round(
-            res["torchrun_2_ranks"]["peak_rss_mb"] - res["first_step_all"]["peak_rss_mb"], 1
-        )
-        res["ddp_pss_minus_one_rank_mb"] = round(
-            res["torchrun_2_ranks"]["peak_pss_mb"] - res["first_step_all"]["peak_pss_mb"], 1
-        )
+        stage(name, ddp, skip=("torch.distributed.run",), mark=FIRST_STEP)
+        if name in res and one in res:
+            for m in ("rss", "pss", "uss"):
+                res[f"{name}_{m}_minus_one_rank_mb"] = round(
+                    res[name][f"peak_{m}_mb"] - res[one][f"peak_{m}_mb"], 1
+                )
     save()
     print(json.dumps(res, indent=1))
 

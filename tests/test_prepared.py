@@ -60,7 +60,12 @@ def test_every_kept_pair_is_in_exactly_one_batch_per_epoch(corpus_dir, tmp_path)
         1,
         1,
     )
+    # the batcher plans from the lengths stored apart (contiguous .npy files, mapped), which are
+    # the id columns' own lengths
+    assert np.array_equal(corpus.src_len, corpus.src.lengths())
+    assert np.array_equal(corpus.tgt_len, corpus.tgt.lengths())
     batcher = corpus.batcher(config(corpus_dir, tmp_path / "p").data, seed=4)
+    assert np.array_equal(batcher.src_len, corpus.src.lengths()[corpus.kept])
     for epoch in range(3):
         seen = np.concatenate(batcher.epoch(epoch))
         assert sorted(corpus.kept[seen].tolist()) == list(range(400))  # rows 400, 401 dropped
@@ -254,3 +259,41 @@ def test_streamed_training_split_errors_name_the_file_and_line(tmp_path):
         f"line counts differ: {d / 'train.de'} has 5 lines, {d / 'train.en'} has 2"
     )
     assert not list((tmp_path / "p").glob("*/meta.json"))  # nothing prepared from bad data
+
+
+def test_subwords_train_on_the_seeded_sample_only(corpus_dir, tmp_path, monkeypatch):
+    """Only the sampled pairs reach sentencepiece (not every line of the corpus), the same pairs on
+    every run for the same seed, other pairs for another seed."""
+    seen = []
+    build = prepared.Tokenizer.build
+
+    def spy(cfg, src, tgt, lowercase, seed):
+        seen.append((list(src), list(tgt)))
+        return build(cfg, src, tgt, lowercase, seed)
+
+    monkeypatch.setattr(prepared.Tokenizer, "build", spy)
+    lines = (corpus_dir / "train.de").read_text("utf-8").splitlines()
+    for root, seed in (("a", 1), ("b", 1), ("c", 2)):
+        ensure_prepared(
+            config(corpus_dir, tmp_path / root, vocab={"max_sentences": 101}, train={"seed": seed})
+        )
+    (a_src, a_tgt), (b_src, _), (c_src, _) = seen
+    rows = prepared.sample_rows(len(lines), 101, True, 1)
+    assert len(a_src) == len(a_tgt) == len(rows) == 51  # joint: half of the lines per side
+    assert a_src == [lines[r] for r in rows] and a_src == b_src and c_src != a_src
+    assert prepared.sample_rows(len(lines), 10**6, True, 1) is None  # all fit: every pair
+    assert np.array_equal(
+        prepared.sample_rows(10**6, 300000, True, 1), prepared.sample_rows(10**6, 300000, True, 1)
+    )
+
+
+def test_the_default_subword_sample_is_200k_lines_the_same_on_every_run():
+    """The default sample bounds subword training's memory (unigram: about 23 bytes per character,
+    0.75 GB for 200k lines of 160 characters) whatever the corpus size, and is seeded."""
+    from nmt.config import VocabConfig
+
+    assert VocabConfig().max_sentences == 200000
+    a = prepared.sample_rows(2_000_000, VocabConfig().max_sentences, True, 1)
+    assert len(a) == 100000 and np.all(np.diff(a) > 0)  # joint: 100k pairs, both sides
+    assert np.array_equal(a, prepared.sample_rows(2_000_000, 200000, True, 1))
+    assert len(prepared.sample_rows(2_000_000, 200000, False, 1)) == 200000  # per side

@@ -182,12 +182,16 @@ class BucketBatcher:
         rows: Optional[np.ndarray] = None,
         pin: bool = False,
         prefetch: int = 2,
+        lengths: Optional[tuple[np.ndarray, np.ndarray]] = None,
     ) -> None:
         assert len(src) == len(tgt)
         self.src, self.tgt, self.rows = src, tgt, rows
-        src_len, tgt_len = src.lengths(), tgt.lengths()
-        self.src_len = src_len if rows is None else src_len[rows]
-        self.tgt_len = tgt_len if rows is None else tgt_len[rows]
+        # `lengths`: tokens per row of the columns, when stored apart (the prepared corpus):
+        # computing them from the columns' offsets would read pages spread over the whole file.
+        src_len, tgt_len = lengths if lengths is not None else (src.lengths(), tgt.lengths())
+        assert len(src_len) == len(tgt_len) == len(src)
+        self.src_len = np.asarray(src_len if rows is None else src_len[rows], dtype=np.int32)
+        self.tgt_len = np.asarray(tgt_len if rows is None else tgt_len[rows], dtype=np.int32)
         self.batch_tokens, self.batch_size = batch_tokens, batch_size
         self.seed, self.rank, self.world, self.pin = seed, rank, world, pin
         self._prefetch = _Prefetcher(self._build, prefetch)

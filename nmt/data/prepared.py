@@ -12,6 +12,7 @@ shares one copy in the page cache.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import json
@@ -36,7 +37,13 @@ from nmt.errors import NmtError
 from nmt.run_dir import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS
 
 log = logging.getLogger("nmt")
-FORMAT = 1
+FORMAT = 2  # 2: lengths and filter decisions also in .npy files; larger record batches
+# Rows per Arrow record batch: each batch's metadata is read when the file is opened, and every
+# page fault on a mapped file maps its neighbours too (fault-around, 64 KB), so 1,000-row batches
+# put 2 of 5 MB of a 2M-pair corpus in each process's RSS just by opening it.
+WRITER_ROWS = 10000
+# Per-pair arrays the batcher plans from, one contiguous .npy file each (mapped, shared by ranks).
+INDEX = ("src_len", "tgt_len", "drop")
 # Keys of the data section that never change the ids: a new batch size reuses the corpus.
 NOT_IN_KEY = ("batch_tokens", "batch_size", "workers", "prepared_dir")
 KEEP, EMPTY, TOO_LONG, RATIO = 0, 1, 2, 3  # the filter decision stored per pair
@@ -193,12 +200,61 @@ def _subwords(cfg: Config, text) -> Tokenizer:
     v, n = cfg.vocab, len(text)
     if v.model if v.joint else (v.src_model and v.tgt_model):
         return Tokenizer.build(v, [], [], cfg.data.lowercase, cfg.train.seed)
-    rows = -(-v.max_sentences // 2) if v.joint else v.max_sentences  # joint: both sides count
-    if rows < n:
-        pick = np.sort(np.random.default_rng(cfg.train.seed).choice(n, rows, replace=False))
-        text = text.select(pick)
-    src, tgt = (text.data.column(c).to_pylist() for c in ("src", "tgt"))
+    pick = sample_rows(n, v.max_sentences, v.joint, cfg.train.seed)
+    src, tgt = _sample_text(text, pick)
     return Tokenizer.build(v, src, tgt, cfg.data.lowercase, cfg.train.seed)
+
+
+def _sample_text(text, pick: Optional[np.ndarray]) -> tuple[list[str], list[str]]:
+    """The source and target lines of rows `pick` (all rows when None), and nothing else.
+
+    The rows are read from the dataset's Arrow files with plain reads, batch by batch: random
+    access to the memory-mapped table would touch nearly every page of the corpus (a 100k-row
+    sample of 2M rows hits most 4 KB pages) and keep all of them in this process's RSS for the
+    rest of the prepare. (`Dataset.select(pick).data` is no way out either: it is the whole table,
+    with an index mapping beside it.)"""
+    import pyarrow as pa
+
+    files = [f["filename"] for f in text.cache_files]
+    if pick is None or text._indices is not None or not files:  # small, or a hub split
+        table = text.with_format("arrow")[pick if pick is not None else slice(None)]
+        return table.column("src").to_pylist(), table.column("tgt").to_pylist()
+    src: list[str] = []
+    tgt: list[str] = []
+    start = 0
+    for name in files:
+        with pa.OSFile(name) as f:
+            reader = pa.ipc.open_stream(f)
+            for batch in reader:
+                lo, hi = np.searchsorted(pick, [start, start + batch.num_rows])
+                if hi > lo:
+                    rows = batch.select(["src", "tgt"]).take(pa.array(pick[lo:hi] - start))
+                    src += rows.column(0).to_pylist()
+                    tgt += rows.column(1).to_pylist()
+                start += batch.num_rows
+    if start != len(text) or len(src) != len(pick):
+        raise RuntimeError(f"read {start} rows of {len(text)} from {files}")  # not a user's error
+    return src, tgt
+
+
+def sample_rows(n: int, max_sentences: int, joint: bool, seed: int) -> Optional[np.ndarray]:
+    """The sorted rows (pairs) whose sentences train the subword models: a seeded sample of
+    vocab.max_sentences lines (half from each side for a joint vocabulary), None for all rows.
+    The same (n, max_sentences, joint, seed) gives the same rows on every run and machine."""
+    rows = -(-max_sentences // 2) if joint else max_sentences  # joint: both sides count
+    if rows >= n:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n, rows, replace=False))
+
+
+def _give_back_freed_memory() -> None:
+    """Return the heap that sentencepiece training freed (about 23 bytes per character of its
+    sample) to the system: glibc keeps freed memory in its arenas, so the process would hold its
+    training peak, in RSS, for the rest of the prepare."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
 _TOKENIZERS: dict[bytes, Tokenizer] = {}
@@ -262,6 +318,7 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
 
     t0 = time.perf_counter()
     tok = given or _subwords(cfg, text)
+    _give_back_freed_memory()  # before the encode workers fork: they would count it again
     tok.save(out)
     times["subwords"] = time.perf_counter() - t0
     log.info(f"prepare: subword models trained in {times['subwords']:.1f} s")
@@ -279,6 +336,9 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
         features=_id_features(ds, vocab),
         cache_file_name=str(out / "train.arrow"),
         load_from_cache_file=False,
+        batch_size=WRITER_ROWS,
+        writer_batch_size=WRITER_ROWS,  # one record batch
+        # per map batch: the batch size sets the files' record batches
         desc="encoding",
         fn_kwargs={
             "src_proto": tok.src_proto,
@@ -296,11 +356,15 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
 
 
 def _write_meta(out: Path, ids, times: dict, vocab: int, d: DataConfig) -> None:
-    """meta.json: the Arrow files, filter statistics, token counts and timings of a build."""
-    drop = np.bincount(ids.data.column("drop").to_numpy(), minlength=4)
-    src_tokens = int(np.asarray(ids.data.column("src_len")).sum())
-    tgt_tokens = int(np.asarray(ids.data.column("tgt_len")).sum())
+    """The lengths and filter decisions as .npy files (every process maps them), and meta.json:
+    the Arrow files, filter statistics, token counts and timings of a build."""
+    index = {c: ids.data.column(c).to_numpy() for c in INDEX}
+    for c, a in index.items():
+        np.save(out / f"{c}.npy", a)
+    drop = np.bincount(index["drop"], minlength=4)
+    src_tokens, tgt_tokens = int(index["src_len"].sum()), int(index["tgt_len"].sum())
     n = len(ids)
+    del index
     files = sorted(p.name for p in out.glob("train*.arrow"))
     stats = FilterStats(n, int(drop[KEEP]), int(drop[EMPTY]), int(drop[TOO_LONG]), int(drop[RATIO]))
     meta = {
@@ -333,6 +397,8 @@ class PreparedCorpus:
     tgt: IdColumn
     kept: np.ndarray  # rows kept by the filter, in corpus order
     files: list[Path]  # the mapped Arrow files
+    src_len: np.ndarray  # tokens per row (every pair read; source with its EOS), mapped .npy
+    tgt_len: np.ndarray
 
     @property
     def stats(self) -> FilterStats:
@@ -351,6 +417,7 @@ class PreparedCorpus:
             world,
             rows=self.kept,
             pin=pin,
+            lengths=(self.src_len, self.tgt_len),
         )
 
     def summary(self) -> str:
@@ -382,15 +449,21 @@ def open_prepared(path: Path) -> PreparedCorpus:
         None if len(protos) == 1 else (path / TGT_SUBWORDS).read_bytes(),
         meta["lowercase"],
     )
-    drop = table.column("drop").to_numpy()
+    # Lengths and decisions from their own contiguous files, not from the Arrow columns: those
+    # are spread over every record batch, and reading them would fault in most of the corpus.
+    index = {c: np.load(path / f"{c}.npy", mmap_mode="r") for c in INDEX}
+    kept = np.flatnonzero(index["drop"] == KEEP)
+    kept = kept.astype(np.int32) if len(index["drop"]) < 2**31 else kept
     return PreparedCorpus(
         path,
         meta,
         tok,
         IdColumn.from_arrow(table.column("src")),
         IdColumn.from_arrow(table.column("tgt")),
-        np.flatnonzero(drop == KEEP),
+        kept,
         files,
+        index["src_len"],
+        index["tgt_len"],
     )
 
 
