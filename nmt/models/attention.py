@@ -155,7 +155,7 @@ class MultiHeadAttention(nn.Module):
         """Teacher forcing: fused attention. mask: [B, 1, 1, S] bool (True = may attend)."""
         q, (k, v) = self.split(self.q(x)), self.project_kv(kv)
         dropout = self.dropout if self.training else 0.0
-        if q.device.type == "cpu" and q.dtype != torch.float32:
+        if q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16):
             # PyTorch's CPU flash-attention kernel is slow in bf16/fp16 (its backward ran 6x
             # slower than fp32 on an AVX512-BF16 CPU, and took 60% of a bf16 training step),
             # so on the CPU attention runs in fp32 while the projections around it stay in bf16.
@@ -167,7 +167,7 @@ class MultiHeadAttention(nn.Module):
                     attn_mask=mask,
                     is_causal=causal,
                     dropout_p=dropout,
-                )
+                ).to(q.dtype)
         else:
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=causal, dropout_p=dropout
