@@ -34,7 +34,7 @@ from nmt.data.batching import pad_batch
 from nmt.errors import NmtError
 
 if TYPE_CHECKING:
-    from nmt.models.base import NMTModel
+    from nmt.models.base import NMTModel, State
 
 NEG_INF = float("-inf")
 
@@ -61,12 +61,15 @@ def max_lengths(src_mask: Tensor, a: float, b: int) -> Tensor:
 # Shared step helpers
 
 
-def _restrict(log_probs: Tensor, at_limit: Tensor, model: "NMTModel") -> Tensor:
-    """Ban PAD and BOS everywhere; rows at their length limit may only emit EOS."""
-    vocab = torch.arange(log_probs.size(-1), device=log_probs.device)
-    banned = (vocab == model.pad_id) | (vocab == model.bos_id)
-    banned = banned | (at_limit.unsqueeze(-1) & (vocab != model.eos_id))
-    return log_probs.masked_fill(banned, NEG_INF)
+def _restrict(log_probs: Tensor, at_limit: Optional[Tensor], model: "NMTModel") -> Tensor:
+    """Ban PAD and BOS everywhere; rows at their length limit (at_limit, None when no row can
+    be) may only emit EOS."""
+    banned = torch.tensor([model.pad_id, model.bos_id], device=log_probs.device)
+    out = log_probs.index_fill(1, banned, NEG_INF)
+    if at_limit is not None:
+        not_eos = torch.arange(log_probs.size(-1), device=log_probs.device) != model.eos_id
+        out.masked_fill_(at_limit.unsqueeze(-1) & not_eos, NEG_INF)
+    return out
 
 
 @dataclass
@@ -173,12 +176,23 @@ def _allowed(
     log_probs: Tensor,
     t: int,
     limit: Tensor,
+    shortest: int,
     rules: "Rules",
     hist: Tensor,
     sent: Tensor,
 ) -> Tensor:
-    """Step t's fp32 log-probs [R, V] with everything the limits and rules forbid at -inf."""
-    return rules.apply(_restrict(log_probs.float(), t >= limit, model), t, hist, sent)
+    """Step t's fp32 log-probs [R, V] with everything the limits and rules forbid at -inf: a
+    new tensor (the caller may change it in place). `shortest` is the smallest limit of the
+    batch, so that steps before it skip the at-limit mask."""
+    at_limit = limit <= t if t >= shortest else None
+    return rules.apply(_restrict(log_probs.float(), at_limit, model), t, hist, sent)
+
+
+def _reorder(state: "State", index: Tensor) -> "State":
+    """Beam search's per-step select, whose index only moves rows between the beams of one
+    sentence: a state that knows what that spares (the transformer's) does less work."""
+    reorder = getattr(state, "reorder", None)
+    return state.select(index) if reorder is None else reorder(index)
 
 
 def _take(x: Tensor, index: Tensor) -> Tensor:
@@ -254,7 +268,7 @@ def greedy_search(
     dev = src.device
     rules = rules or Rules()
     limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
-    steps = int(limit.max()) + 1  # + 1 for the EOS
+    steps, shortest = int(limit.max()) + 1, int(limit.min())  # + 1 for the EOS
     out_tok = torch.full((B, steps), model.pad_id, dtype=torch.long, device=dev)
     out_score = torch.zeros(B, device=dev)
     out_len = torch.zeros(B, dtype=torch.long, device=dev)
@@ -266,7 +280,8 @@ def greedy_search(
     prev = torch.full((B,), model.bos_id, dtype=torch.long, device=dev)
     for t in range(steps):
         log_probs, state, attn = model.decode_step(state, prev)
-        log_probs = _allowed(model, log_probs, t, limit[ids], rules, out_tok[ids, :t], ids)
+        hist = out_tok[ids, :t] if rules.no_repeat_ngram else out_tok[:0, :t]  # only n-grams
+        log_probs = _allowed(model, log_probs, t, limit[ids], shortest, rules, hist, ids)
         if sampler is None:
             tok_lp, tok = log_probs.max(-1)
         else:
@@ -367,7 +382,7 @@ def beam_search(
         raise NmtError(f"beam search needs 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
     (B, S), K, dev, rules = src.shape, beam, src.device, rules or Rules()
     limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
-    steps = int(limit.max()) + 1
+    steps, shortest = int(limit.max()) + 1, int(limit.min())
     fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev)
 
     ids = torch.arange(B, device=dev)  # active sentence -> batch sentence
@@ -382,10 +397,13 @@ def beam_search(
         if attn is None:  # a model without attention
             hist_attn = fin.attn = None
         b, rows = ids.numel(), ids.repeat_interleave(K)
-        log_probs = _allowed(model, log_probs, t, limit[rows], rules, hist.flatten(0, 1), rows)
+        log_probs = _allowed(
+            model, log_probs, t, limit[rows], shortest, rules, hist.flatten(0, 1), rows
+        )
         V = log_probs.size(-1)
         # 2K candidates: even if K of them end here, K live ones remain.
-        top, idx = (scores.unsqueeze(-1) + log_probs.view(b, K, V)).view(b, K * V).topk(2 * K, 1)
+        total = log_probs.view(b, K, V).add_(scores.unsqueeze(-1))
+        top, idx = total.view(b, K * V).topk(2 * K, 1)
         origin, tok = idx // V, idx % V
         cand = torch.cat([_take(hist, origin), tok.unsqueeze(2)], 2)  # [b, 2K, t+1]
         cand_attn = (
@@ -414,7 +432,7 @@ def beam_search(
         scores, prev = top.gather(1, live), tok.gather(1, live).reshape(-1)
         hist = _take(cand, live)
         hist_attn = None if cand_attn is None else _take(cand_attn, live)
-        state = state.select(_beam_rows(torch.arange(b, device=dev), origin.gather(1, live)))
+        state = _reorder(state, _beam_rows(torch.arange(b, device=dev), origin.gather(1, live)))
 
         done = done | (fin.count(ids) >= K) | (t >= limit[ids])
         all_done, compact = _should_compact(done)

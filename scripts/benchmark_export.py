@@ -4,15 +4,18 @@ For each run given, the same weights are decoded by four engines on the same sen
 same per-sentence output limit (decode.max_len_a/b; CTranslate2 through translate_ct2, which groups
 sentences by that limit): nmt fp32, CTranslate2 fp32, nmt --int8, CTranslate2 int8. The engines
 take turns within each repetition, so a load change on this shared machine hits them alike;
-the JSON keeps every repetition's time and the CPU model, flags and load.
+the JSON keeps every repetition's time and the CPU model, flags, load (`uptime`) and torch's
+quantized engine. --bf16 adds a fifth engine, nmt with the model's weights cast to bfloat16
+(fast on CPUs with AVX512-BF16 or AMX; log-probs and search stay fp32).
 
-    python scripts/benchmark_export.py RUN [RUN ...] --n 1000 --threads 2 \
-        --out docs/benchmark-export-2core-cpu.json [--profile]
+    python scripts/benchmark_export.py RUN [RUN ...] --n 1000 --threads 2 --reps 2 \
+        --out docs/benchmark-export-2core-cpu.json [--profile] [--bf16]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -46,17 +49,22 @@ def machine() -> dict:
         ),
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "quantized_engine": torch.backends.quantized.engine,
         "ctranslate2": import_ctranslate2().__version__,
     }
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def engines(run: str, tmp: Path, threads: int) -> tuple:
-    """(config, model, tokenizer, meta, {name: translate(texts, beam)}) for the four engines,
-    all from the run's best weights."""
+def engines(run: str, tmp: Path, threads: int, bf16: bool = False) -> tuple:
+    """(config, model, tokenizer, meta, {name: translate(texts, beam)}) for the four engines
+    (five with bf16), all from the run's best weights."""
     ct2 = import_ctranslate2()
     cfg, model, tok, meta = load_model(run)
     q = quantize_int8(model)
@@ -79,6 +87,12 @@ def engines(run: str, tmp: Path, threads: int) -> tuple:
             tr
         )
     order = ["nmt fp32", "ct2 fp32", "nmt int8", "ct2 int8"]
+    if bf16:
+        b = copy.deepcopy(model).to(torch.bfloat16)
+        out["nmt bf16"] = lambda s, k: [
+            t.text for t in translate_texts(b, tok, s, cfg.decode, beam=k)
+        ]
+        order.append("nmt bf16")
     return cfg, model, tok, meta, {k: out[k] for k in order}
 
 
@@ -102,10 +116,17 @@ def profile_nmt(model, tok, cfg, src: list[str], beam: int) -> list[dict]:
 
 
 def bench_run(
-    run: str, n: int, threads: int, reps: int, beams: list[int], prof: bool, save
+    run: str,
+    n: int,
+    threads: int,
+    reps: int,
+    beams: list[int],
+    prof: bool,
+    save,
+    bf16: bool = False,
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cfg, model, tok, meta, eng = engines(run, Path(tmp), threads)
+        cfg, model, tok, meta, eng = engines(run, Path(tmp), threads, bf16)
         src, ref = load_split(cfg.data, cfg.eval.split)
         src, ref = src[:n], ref[:n]
         m = cfg.model
@@ -151,6 +172,7 @@ def bench_run(
                 "ct2 fp32": "nmt fp32",
                 "nmt int8": "nmt fp32",
                 "ct2 int8": "ct2 fp32",
+                "nmt bf16": "nmt fp32",
             }
             row = {}
             for name in eng:
@@ -168,7 +190,11 @@ def bench_run(
                 "nmt_fp32/ct2_fp32": round(s["nmt fp32"] / s["ct2 fp32"], 3),
                 "nmt_int8/nmt_fp32": round(s["nmt int8"] / s["nmt fp32"], 3),
                 "ct2_int8/ct2_fp32": round(s["ct2 int8"] / s["ct2 fp32"], 3),
+                "nmt_int8/ct2_int8": round(s["nmt int8"] / s["ct2 int8"], 3),
             }
+            if "nmt bf16" in s:
+                row["ratios"]["nmt_bf16/nmt_fp32"] = round(s["nmt bf16"] / s["nmt fp32"], 3)
+                row["ratios"]["nmt_bf16/ct2_fp32"] = round(s["nmt bf16"] / s["ct2 fp32"], 3)
             if prof:
                 row["nmt_fp32_profile"] = profile_nmt(model, tok, cfg, src[:100], beam)
             res["beams"][str(beam)] = row
@@ -185,6 +211,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1, help="timed repetitions (best is reported)")
     ap.add_argument("--beams", default="1,5")
     ap.add_argument("--profile", action="store_true", help="profile nmt fp32 on 100 sentences")
+    ap.add_argument("--bf16", action="store_true", help="add nmt with bfloat16 weights")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -193,6 +220,7 @@ def main() -> None:
         "threads": a.threads,
         "machine": machine(),
         "load_before": load(),
+        "uptime_before": uptime(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": [],
     }
@@ -200,17 +228,27 @@ def main() -> None:
     def save(partial: dict) -> None:
         runs = out["runs"] + [partial]
         Path(a.out).write_text(
-            json.dumps({**out, "runs": runs, "load_after": load()}, indent=2) + "\n",
+            json.dumps(
+                {**out, "runs": runs, "load_after": load(), "uptime_after": uptime()}, indent=2
+            )
+            + "\n",
             encoding="utf-8",
         )
 
     for run in a.runs:
         out["runs"].append(
             bench_run(
-                run, a.n, a.threads, a.reps, [int(b) for b in a.beams.split(",")], a.profile, save
+                run,
+                a.n,
+                a.threads,
+                a.reps,
+                [int(b) for b in a.beams.split(",")],
+                a.profile,
+                save,
+                a.bf16,
             )
         )
-    out["load_after"] = load()
+    out["load_after"], out["uptime_after"] = load(), uptime()
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(out, indent=2))
 

@@ -258,6 +258,77 @@ def test_state_select_reorders_rows(name):
         torch.testing.assert_close(after_picked, after_full[index])
 
 
+def test_transformer_cache_grows_past_its_first_capacity():
+    """decode_step writes keys/values into preallocated buffers and doubles them when full: a
+    target longer than the first capacity still decodes as teacher forcing does, and the
+    cache equals the one torch.cat built before (k, v of every position, in order)."""
+    from nmt.models.transformer import FIRST_CAPACITY
+
+    model = build("transformer-pre")
+    T = 2 * FIRST_CAPACITY + 5
+    src, mask = sentences([6, 3])
+    tgt_in = decoder_input([T, T - 7])
+    incremental, _ = step_by_step(model, src, mask, tgt_in)
+    torch.testing.assert_close(
+        incremental, teacher_forced(model, src, mask, tgt_in), atol=1e-5, rtol=1e-4
+    )
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, mask))
+        for t in range(T):
+            _, state, _ = model.decode_step(state, tgt_in[:, t])
+        layer = model.decoder[0]
+        x = model.embed(model.tgt_emb, tgt_in)
+        k, v = layer.self_attn.project_kv(layer.inp(x, layer.norm1))  # [B, heads, T, dh]
+    assert state["self_k"][0].size(2) >= T
+    torch.testing.assert_close(state["self_k"][0][:, :, :T], k)
+    torch.testing.assert_close(state["self_v"][0][:, :, :T], v)
+
+
+def test_transformer_decodes_twice_from_one_state_alike():
+    """The caches are written in place, but a second decode_step from the same state (another
+    token) must neither see nor clobber the first one's position."""
+    model = build("transformer-pre")
+    src, mask = sentences([6, 3])
+    tgt_in = decoder_input([5, 5])
+    other = torch.tensor([7, 8])
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, mask))
+        for t in range(2):
+            _, state, _ = model.decode_step(state, tgt_in[:, t])
+        a = model.decode_step(state, tgt_in[:, 2])
+        b = model.decode_step(state, other)
+        a2 = model.decode_step(state, tgt_in[:, 2])
+        torch.testing.assert_close(a[0], a2[0], rtol=0, atol=0)
+        after_a = model.decode_step(a[1], tgt_in[:, 3])[0]
+        after_b = model.decode_step(b[1], tgt_in[:, 3])[0]
+    torch.testing.assert_close(after_a, step_by_step(model, src, mask, tgt_in[:, :4])[0][:, 3])
+    assert not torch.allclose(after_a, after_b)
+
+
+def test_transformer_beam_reorder_equals_select():
+    """reorder (beam search's per-step select: rows move only between the beams of one
+    sentence) leaves the cross-attention tensors alone and gathers the caches into spare
+    buffers; decoding on from it equals decoding on from select, step after step."""
+    model = build("transformer-pre")
+    K = 3
+    src, mask = sentences([6, 3])
+    src, mask = src.repeat_interleave(K, 0), mask.repeat_interleave(K, 0)  # 2 sentences x 3
+    tgt_in = decoder_input([6] * 2 * K, seed=5)
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, mask))
+        sel = state
+        for t in range(5):
+            lp_r, state, attn_r = model.decode_step(state, tgt_in[:, t])
+            lp_s, sel, attn_s = model.decode_step(sel, tgt_in[:, t])
+            torch.testing.assert_close(lp_r, lp_s, rtol=0, atol=0)
+            torch.testing.assert_close(attn_r, attn_s, rtol=0, atol=0)
+            g = torch.Generator().manual_seed(t)
+            index = torch.cat([torch.randint(0, K, (K,), generator=g) + i * K for i in range(2)])
+            state, sel = state.reorder(index), sel.select(index)
+            tgt_in = tgt_in[index]
+        assert "spare_k" in state.tensors and "spare_k" not in sel.tensors
+
+
 @pytest.mark.parametrize(
     "arch,steps,lr", [("seq2seq", 200, 1e-2), ("rnnsearch", 150, 1e-2), ("transformer", 150, 3e-3)]
 )

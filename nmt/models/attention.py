@@ -175,17 +175,18 @@ class MultiHeadAttention(nn.Module):
         return self.o(self.merge(out))
 
     def step(
-        self, x: Tensor, k: Tensor, v: Tensor, key_mask: Optional[Tensor] = None
+        self, x: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor] = None
     ) -> tuple[Tensor, Tensor]:
-        """One query position x [B, 1, D] against cached k, v [B, heads, S, d_head].
+        """One query position x [B, 1, D] against cached k, v [B, heads, S, d_head] (contiguous
+        or a prefix view of a longer buffer: no copy either way).
 
-        Returns the output [B, 1, D] and the weights [B, heads, S], computed explicitly so that
-        decoding can report them.
+        bias [B, 1, 1, S] is added to the scores: 0 where attended, -inf at padding (every row
+        with at least one 0). Returns the output [B, 1, D] and the weights [B, heads, S],
+        computed explicitly so that decoding can report them.
         """
         q = self.split(self.q(x))  # [B, h, 1, dh]
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d_head)  # [B, h, 1, S]
-        if key_mask is None:
-            weights = torch.softmax(scores, dim=-1)
-        else:
-            weights = masked_softmax(scores, attend_mask(key_mask))
+        scores = torch.matmul(q, k.transpose(-1, -2)).div_(math.sqrt(self.d_head))
+        if bias is not None:
+            scores = scores.add_(bias)  # [B, h, 1, S]
+        weights = torch.softmax(scores, dim=-1)
         return self.o(self.merge(weights @ v)), weights.squeeze(2)

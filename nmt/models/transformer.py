@@ -7,15 +7,17 @@
     logits = W_out LN(x)        (final LayerNorms only with pre-norm)
 
 Teacher forcing uses fused scaled_dot_product_attention. decode_step runs one new position: each
-decoder layer keeps its self-attention keys/values in the state (appended each step), and the
-cross-attention keys/values of the memory are computed once in init_state.
+decoder layer keeps its self-attention keys/values in preallocated buffers of the state (written
+in place, one position per step, instead of concatenated: a copy of the whole cache per step),
+and the cross-attention keys/values of the memory and the padding mask (as an additive bias) are
+computed once in init_state, contiguous so that no step copies them again.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
@@ -149,19 +151,87 @@ class DecoderLayer(Sublayers):
     def step(
         self,
         x: Tensor,
-        cache: tuple[Tensor, Tensor],
-        cross: tuple[Tensor, Tensor],
-        src_mask: Tensor,
-    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor]:
-        """One new position x [B, 1, d]. Returns it, the grown self-attention cache and the
-        cross-attention weights [B, heads, S]."""
+        cache_k: Tensor,
+        cache_v: Tensor,
+        t: int,
+        cross_k: Tensor,
+        cross_v: Tensor,
+        src_bias: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """One new position x [B, 1, d] at step t. Writes its self-attention key and value into
+        position t of the caches [B, heads, capacity, d_head] and attends over positions 0..t.
+        Returns the output and the cross-attention weights [B, heads, S]."""
         h = self.inp(x, self.norm1)
-        k, v = self.self_attn.project_kv(h)
-        cache = (torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2))
-        x = self.res(x, self.self_attn.step(h, *cache)[0], self.norm1)
-        out, weights = self.cross_attn.step(self.inp(x, self.norm2), *cross, key_mask=src_mask)
+        k, v = self.self_attn.project_kv(h)  # [B, heads, 1, dh]
+        cache_k[:, :, t : t + 1] = k
+        cache_v[:, :, t : t + 1] = v
+        out, _ = self.self_attn.step(h, cache_k[:, :, : t + 1], cache_v[:, :, : t + 1])
+        x = self.res(x, out, self.norm1)
+        out, weights = self.cross_attn.step(self.inp(x, self.norm2), cross_k, cross_v, src_bias)
         x = self.res(x, out, self.norm2)
-        return self.res(x, self.ff(self.inp(x, self.norm3)), self.norm3), cache, weights
+        return self.res(x, self.ff(self.inp(x, self.norm3)), self.norm3), weights
+
+
+CACHES = ("self_k", "self_v")  # per layer [B, heads, capacity, d_head], filled to .step
+SPARES = ("spare_k", "spare_v")  # buffers reorder() gathers into (absent until needed)
+FIRST_CAPACITY = 32  # positions preallocated at first; doubled when full
+
+
+def _gather(buf: Tensor, index: Tensor, filled: int, out: Optional[Tensor] = None) -> Tensor:
+    """Rows `index` of a cache buffer, only its first `filled` positions copied; into `out` when
+    it has the right shape (beam search's spare buffer: no allocation, no page faults)."""
+    shape = (index.numel(),) + tuple(buf.shape[1:])
+    if out is None or tuple(out.shape) != shape:
+        out = buf.new_empty(shape)
+    torch.index_select(buf[:, :, :filled], 0, index, out=out[:, :, :filled])
+    out.filled = filled  # type: ignore[attr-defined]
+    return out
+
+
+def _writable(bufs: list[Tensor], t: int) -> list[Tensor]:
+    """The cache buffers decode_step at step t may write position t of: the same buffers unless
+    they are full (copied into ones twice as long) or a decode_step from the same state already
+    wrote there (copied, so that decoding twice from one state gives the same results)."""
+    first = bufs[0]
+    if first.size(2) > t and getattr(first, "filled", t) == t:
+        out = bufs
+    else:
+        cap = first.size(2) if first.size(2) > t else max(2 * first.size(2), t + 1)
+        out = []
+        for b in bufs:
+            new = b.new_empty(b.shape[:2] + (cap,) + b.shape[3:])
+            new[:, :, :t] = b[:, :, :t]
+            out.append(new)
+    for b in out:
+        b.filled = t + 1  # type: ignore[attr-defined]
+    return out
+
+
+class TransformerState(State):
+    """The transformer's decoder state. Keys: self_k, self_v (CACHES), cross_k, cross_v (per layer
+    [B, heads, S, d_head], contiguous), src_bias ([B, 1, 1, S]: 0 where attended, -inf at
+    padding) and, after a beam reorder, spare_k, spare_v.
+
+    `select` copies only the filled part of the caches. `reorder` is beam search's per-step
+    select, whose index moves rows only between the beams of one sentence: the cross-attention
+    keys/values and the bias are the same for all beams of a sentence and stay where they are,
+    and the caches are gathered into the spare buffers, which then swap with the caches. It
+    consumes the state (its old caches become the new spares). A plain State holding the same
+    tensors (an Ensemble member's) decodes and selects the same, only slower."""
+
+    def select(self, index: Tensor) -> "TransformerState":
+        t = self.tensors
+        rest = State({k: v for k, v in t.items() if k not in CACHES + SPARES}).select(index)
+        caches = {k: [_gather(b, index, self.step) for b in t[k]] for k in CACHES}
+        return TransformerState({**rest.tensors, **caches}, self.step)
+
+    def reorder(self, index: Tensor) -> "TransformerState":
+        t, new = self.tensors, dict(self.tensors)
+        for cache, spare in zip(CACHES, SPARES):
+            spares = t.get(spare) or [None] * len(t[cache])
+            new[cache] = [_gather(b, index, self.step, s) for b, s in zip(t[cache], spares)]
+            new[spare] = t[cache]
+        return TransformerState(new, self.step)
 
 
 class Transformer(NMTModel):
@@ -221,35 +291,55 @@ class Transformer(NMTModel):
 
     # -- incremental decoding --------------------------------------------------------------
     def init_state(self, enc: EncoderOut) -> State:
-        cross = [layer.cross_attn.project_kv(enc.memory) for layer in self.decoder]
-        empty = enc.memory.new_zeros(enc.memory.size(0), self.heads, 0, self.d_model // self.heads)
-        return State(
+        mem = enc.memory
+        (B, S), dh = enc.mask.shape, self.d_model // self.heads
+        cross = [
+            tuple(x.contiguous() for x in layer.cross_attn.project_kv(mem))
+            for layer in self.decoder
+        ]
+        bias = torch.zeros(B, 1, 1, S, dtype=mem.dtype, device=mem.device).masked_fill(
+            ~attend_mask(enc.mask), float("-inf")
+        )
+        caches = {
+            k: [mem.new_empty(B, self.heads, FIRST_CAPACITY, dh) for _ in range(self.n_layers)]
+            for k in CACHES
+        }
+        return TransformerState(
             {
-                "self_k": [empty] * self.n_layers,
-                "self_v": [empty] * self.n_layers,
+                **caches,
                 "cross_k": [k for k, _ in cross],
                 "cross_v": [v for _, v in cross],
-                "src_mask": enc.mask,
+                "src_bias": bias,
             }
         )
 
     def decode_step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
-        x = self.embed(self.tgt_emb, prev_tokens.unsqueeze(1), start=state.step)  # [B, 1, d]
-        self_k, self_v, report = [], [], self.attn_layer % self.n_layers
+        """Writes into the state's self-attention caches (see TransformerState)."""
+        t = state.step
+        x = self.embed(self.tgt_emb, prev_tokens.unsqueeze(1), start=t)  # [B, 1, d]
+        cache_k, cache_v = _writable(state["self_k"], t), _writable(state["self_v"], t)
+        report = self.attn_layer % self.n_layers
         for l, layer in enumerate(self.decoder):
-            x, (k, v), weights = layer.step(
+            x, weights = layer.step(
                 x,
-                (state["self_k"][l], state["self_v"][l]),
-                (state["cross_k"][l], state["cross_v"][l]),
-                state["src_mask"],
+                cache_k[l],
+                cache_v[l],
+                t,
+                state["cross_k"][l],
+                state["cross_v"][l],
+                state["src_bias"],
             )
-            self_k.append(k)
-            self_v.append(v)
             if l == report:
                 attn = weights.mean(1) if self.attn_head is None else weights[:, self.attn_head]
-        logits = self.out(self.dec_norm(x[:, 0]))
-        new = {**state.tensors, "self_k": self_k, "self_v": self_v}
-        return F.log_softmax(logits.float(), dim=-1), State(new, state.step + 1), attn
+        logits = self.out(self.dec_norm(x[:, 0])).float()
+        # log_softmax into the fresh logits: one [B, V] buffer less per step (same values)
+        log_probs = (
+            torch.log_softmax(logits, -1, out=logits)
+            if not torch.is_grad_enabled()
+            else F.log_softmax(logits, dim=-1)
+        )
+        new = TransformerState({**state.tensors, "self_k": cache_k, "self_v": cache_v}, t + 1)
+        return log_probs, new, attn
 
     def matmul_flops_per_token(self, src_len: float, tgt_len: float) -> float:
         """Dense count: attention scores and contexts over all S (or T) keys, causal or not."""
