@@ -361,6 +361,33 @@ class _Finished:
 
 
 @torch.inference_mode()
+def _beam_size(beam: int, nbest: int) -> int:
+    if beam < 1 or not 1 <= nbest <= beam:
+        raise NmtError(f"beam search needs 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
+    return beam
+
+
+def _candidates(
+    log_probs: Tensor,
+    scores: Tensor,
+    hist: Tensor,
+    hist_attn: Optional[Tensor],
+    attn: Optional[Tensor],
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Optional[Tensor]]:
+    """The 2K best continuations of each sentence's K live beams (even if K of them end here, K
+    live ones remain): their scores, tokens, the beam each extends, and the extended token
+    histories [b, 2K, t+1] (and attention histories [b, 2K, t+1, S])."""
+    (b, K), V = scores.shape, log_probs.size(-1)
+    total = log_probs.view(b, K, V).add_(scores.unsqueeze(-1))
+    top, idx = total.view(b, K * V).topk(2 * K, 1)
+    origin, tok = idx // V, idx % V
+    cand = torch.cat([_take(hist, origin), tok.unsqueeze(2)], 2)
+    if hist_attn is None or attn is None:
+        return top, tok, origin, cand, None
+    step_attn = _take(attn.float().view(b, K, -1), origin).unsqueeze(2)
+    return top, tok, origin, cand, torch.cat([_take(hist_attn, origin), step_attn], 2)
+
+
 def beam_search(
     model: "NMTModel",
     src: Tensor,
@@ -378,9 +405,7 @@ def beam_search(
 
     A sentence is done once it holds `beam` finished hypotheses (ended inside the top `beam`
     candidates of a step) or reaches its length limit, where every live beam is ended."""
-    if beam < 1 or not 1 <= nbest <= beam:
-        raise NmtError(f"beam search needs 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
-    (B, S), K, dev, rules = src.shape, beam, src.device, rules or Rules()
+    (B, S), K, dev, rules = src.shape, _beam_size(beam, nbest), src.device, rules or Rules()
     limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
     steps, shortest = int(limit.max()) + 1, int(limit.min())
     fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev)
@@ -400,35 +425,13 @@ def beam_search(
         log_probs = _allowed(
             model, log_probs, t, limit[rows], shortest, rules, hist.flatten(0, 1), rows
         )
-        V = log_probs.size(-1)
-        # 2K candidates: even if K of them end here, K live ones remain.
-        total = log_probs.view(b, K, V).add_(scores.unsqueeze(-1))
-        top, idx = total.view(b, K * V).topk(2 * K, 1)
-        origin, tok = idx // V, idx % V
-        cand = torch.cat([_take(hist, origin), tok.unsqueeze(2)], 2)  # [b, 2K, t+1]
-        cand_attn = (
-            None
-            if hist_attn is None or attn is None
-            else torch.cat(
-                [_take(hist_attn, origin), _take(attn.float().view(b, K, S), origin).unsqueeze(2)],
-                2,
-            )
-        )  # [b, 2K, t+1, S]
-
+        top, tok, origin, cand, cand_attn = _candidates(log_probs, scores, hist, hist_attn, attn)
         is_eos = tok == model.eos_id
         ended = is_eos[:, :K] & torch.isfinite(top[:, :K]) & ~done.unsqueeze(1)
-        fin.add(
-            ids,
-            ended,
-            top[:, :K],
-            cand[:, :K],
-            None if cand_attn is None else cand_attn[:, :K],
-            alpha,
-        )
-
+        ended_attn = None if cand_attn is None else cand_attn[:, :K]
+        fin.add(ids, ended, top[:, :K], cand[:, :K], ended_attn, alpha)
         # The K best candidates that did not end stay live (stable order: best first).
-        rank = torch.arange(2 * K, device=dev) + 2 * K * is_eos.long()
-        live = rank.topk(K, dim=1, largest=False).indices
+        live = (torch.arange(2 * K, device=dev) + 2 * K * is_eos.long()).topk(K, 1, False).indices
         scores, prev = top.gather(1, live), tok.gather(1, live).reshape(-1)
         hist = _take(cand, live)
         hist_attn = None if cand_attn is None else _take(cand_attn, live)
