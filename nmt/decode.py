@@ -360,7 +360,6 @@ class _Finished:
         )
 
 
-@torch.inference_mode()
 def _beam_size(beam: int, nbest: int) -> int:
     if beam < 1 or not 1 <= nbest <= beam:
         raise NmtError(f"beam search needs 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
@@ -388,6 +387,7 @@ def _candidates(
     return top, tok, origin, cand, torch.cat([_take(hist_attn, origin), step_attn], 2)
 
 
+@torch.inference_mode()
 def beam_search(
     model: "NMTModel",
     src: Tensor,
