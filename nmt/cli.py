@@ -493,7 +493,13 @@ def cmd_train(a: argparse.Namespace) -> int:
     if a.dry_run:
         print(pipeline.data_report(cfg, progress=sys.stderr.isatty(), where=a.config))
         return 0
-    result = pipeline.train(cfg, overwrite=a.overwrite, resume=a.resume, where=a.config)
+    result = pipeline.train(
+        cfg,
+        overwrite=a.overwrite,
+        resume=a.resume,
+        where=a.config,
+        progress_bar=sys.stderr.isatty(),
+    )
     print(f"run directory: {result.run}")
     if result.interrupted:
         return _interrupted(a, result)

@@ -238,9 +238,11 @@ def train(
     resume: bool = False,
     log_tag: str = "",
     where: str = "the config",
+    progress_bar: bool = False,
 ) -> TrainResult:
     """Train a model from a config (or continue it with resume); `log_tag` marks its log lines,
-    `where` names the config in errors."""
+    `where` names the config in errors; `progress_bar` draws tqdm's bar (the CLI's choice: only
+    on a terminal, and only with `train.progress`)."""
     check_trainable(cfg, where)
     dist = init(cfg.train.device, cfg.train.dist_timeout_minutes)
     try:
@@ -273,6 +275,7 @@ def train(
         barrier()
         setup_logging(run, dist.rank, log_tag)
         trainer = _trainer(cfg, corpus, valid, model, run, dist, parent)
+        trainer.progress_bar = progress_bar
         if ckpt_path is not None:
             trainer.resume(ckpt_path)
         trainer.train()

@@ -247,6 +247,7 @@ class Trainer:
         self.tokenizer, self.batcher, self.valid_batches = tokenizer, batcher, valid_batches
         self.run, self.dist, self.score_fn = RunDir(run_dir), dist, score_fn
         self.device = dist.device
+        self.progress_bar = False  # the CLI turns it on where stderr is a terminal
         self.precision = resolve_precision(self.tc.precision, self.device)
         if self.device.type == "cuda":
             set_tf32(self.tc.tf32)
@@ -691,7 +692,7 @@ class Trainer:
             desc=f"epoch {self.p.epoch + 1}",
             leave=False,
             dynamic_ncols=True,
-            disable=not (self.main and self.tc.progress and sys.stderr.isatty()),
+            disable=not (self.main and self.tc.progress and self.progress_bar),
             file=sys.stderr,
         )  # not into a file or pipe: its \r would glue lines
         while self.stop_reason is None and self.p.batch_in_epoch < len(batches):
