@@ -344,7 +344,7 @@ def decoding_device(device: Optional[str], cfg: Config) -> torch.device:
 
 
 def decoding_autocast(cfg: Config, device: torch.device, int8: bool = False):
-    """Decoding runs under the run's precision where this device runs it, fp32 for int8 models
+    """Decoding's autocast: fp32 on a CPU and for int8 models, the run's precision on a GPU
     (see `nmt.precision.decode_precision`)."""
     return autocast_for(decode_precision(cfg.train.precision, device, int8), device)
 
