@@ -104,8 +104,8 @@ class Translator:
         int8: bool = False,
     ) -> "Translator":
         """A run directory (its best checkpoint) or a checkpoint file; `precision` is the
-        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only), by default the
-        run's own where this device runs it, as `nmt translate` decodes; `int8`: dynamic int8
+        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only), by default what
+        `nmt translate` uses (fp32 on a CPU, the run's own on a GPU); `int8`: dynamic int8
         quantization of the linear layers (CPU only, fp32 activations), as `nmt translate --int8`."""
         device = str(device)
         if int8:
