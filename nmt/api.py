@@ -24,6 +24,7 @@ from nmt.config import Config
 from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
+from nmt.models.onednn import for_cpu_decoding
 from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.precision import decode_precision
 from nmt.run_dir import RunDir
@@ -119,8 +120,7 @@ class Translator:
         cfg, model, tok, meta = load_model(run_or_checkpoint, device)
         if precision is None:
             precision = decode_precision(cfg.train.precision, torch.device(device), int8)
-        if int8:
-            model = quantize_int8(model)
+        model = quantize_int8(model) if int8 else for_cpu_decoding(model, device, precision)
         return cls(cfg, model, tok, meta, device, precision)
 
     def source_lengths(self, texts: list[str]) -> list[int]:
