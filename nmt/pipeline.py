@@ -35,6 +35,7 @@ from nmt.evaluate import (
 from nmt.files import atomic_write
 from nmt.finetune import init_optimizer, init_weights, load_parent
 from nmt.models import NMTModel, build_model
+from nmt.models.onednn import for_cpu_decoding
 from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.precision import decode_precision, resolve_precision
 from nmt.run_dir import RunDir
@@ -361,6 +362,9 @@ def _load_for_decoding(
     meta["device"], meta["int8"] = decoding_device(device, cfg), int8
     if int8:
         model = quantize_int8(model)
+    else:
+        precision = decode_precision(cfg.train.precision, meta["device"])
+        model = for_cpu_decoding(model, meta["device"], precision)
     model.to(meta["device"])
     return with_decode_options(cfg, overrides or {}), model, tok, meta
 
