@@ -261,6 +261,16 @@ class DecodeConfig:
     max_len_a: float = opt(1.5, "hypotheses stop at a * source_length + b tokens", lo=0.0)
     max_len_b: int = opt(10, "see max_len_a", lo=1)
     nbest: int = opt(1, "hypotheses returned per sentence (<= beam)", lo=1)
+    early_stop: bool = opt(
+        True,
+        "beam search: a sentence stops once its nbest finished hypotheses outrank its best live "
+        "beam (exact for alpha 0); false: once it holds `beam` finished hypotheses",
+    )
+    greedy_floor: bool = opt(
+        False,
+        "beam search: also decode greedily and keep the greedy hypothesis when it scores higher "
+        "(beam never below greedy in model score; costs a greedy pass)",
+    )
     batch_tokens: int = opt(4000, "source-token budget per decoding batch", lo=1)
     max_input_tokens: int = opt(
         250, "longer inputs are truncated to this many subword tokens (with a warning)", lo=1

@@ -252,12 +252,12 @@ def test_beam_scores_at_least_as_high_as_greedy_without_length_penalty(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_decoding_with_a_beam_never_scores_below_greedy(arch):
-    # decode_batch offers the greedy hypothesis to the beam's candidates, so the guarantee holds
-    # on every sentence, including those where plain beam search loses to greedy (above).
+def test_with_greedy_floor_a_beam_never_scores_below_greedy(arch):
+    # decode.greedy_floor offers the greedy hypothesis to the beam's candidates, so the guarantee
+    # holds on every sentence, including those where plain beam search loses to greedy (above).
     model = make_model(arch, seed=2)
     src, mask = pad_batch(random_sources(60, seed=3))
-    cfg = DecodeConfig(beam=5, alpha=0.0, nbest=1)
+    cfg = DecodeConfig(beam=5, alpha=0.0, nbest=1, greedy_floor=True)
     greedy = decode_batch(model, src, mask, cfg, beam=1)
     beam = decode_batch(model, src, mask, cfg)
     for (g,), (b,) in zip(greedy, beam):

@@ -6,6 +6,7 @@ All tensors are batch-first. Token ids: PAD=0, UNK=1, BOS=2, EOS=3 (fixed in nmt
     encode(src, src_mask) -> EncoderOut
     init_state(enc) -> State                                     decoder state before step 0
     decode_step(state, prev_tokens [B]) -> (log_probs [B, V] fp32, State, attn [B, S] | None)
+        (log_probs is a new tensor: the search overwrites it in place)
     State.select(index [B']) -> State                            gather rows (beam reorder/expand)
 """
 
