@@ -265,7 +265,10 @@ def train(
         # A fine-tuned run is encoded with its parent's subwords (on resume, its checkpoint's:
         # the same ones), never with new ones trained on the new data.
         corpus = _training_corpus(cfg, dist.rank, tok, tok if cfg.train.init_from else None)
-        valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits else None
+        # Only rank 0 validates: the other ranks neither read the split nor import `datasets`.
+        valid = (
+            load_split(cfg.data, "valid") if "valid" in cfg.data.splits and dist.rank == 0 else None
+        )
         model = build_model(
             cfg.model, corpus.tokenizer.src_vocab_size, corpus.tokenizer.tgt_vocab_size
         )

@@ -248,6 +248,8 @@ STAGES = (
     "first_step_tiny",
     "torchrun_2_ranks",
     "torchrun_2_ranks_tiny",
+    "floor_one_process",
+    "floor_2_ranks",
 )
 GROUPS = {
     "ratio": ("old_dry_run_small", "new_prepare_small"),
@@ -256,6 +258,7 @@ GROUPS = {
     "all": ("new_prepare_all", "new_prepare_tiny"),
     "first": ("first_step_all", "first_step_tiny"),
     "torchrun": ("torchrun_2_ranks", "torchrun_2_ranks_tiny"),
+    "floor": ("floor_one_process", "floor_2_ranks"),
 }
 FIRST_STEP = r"^.*step 1: loss"  # the trainer's log line after its first optimiser step
 
@@ -419,10 +422,20 @@ def main() -> None:
         ]
         stage(name, ddp, skip=("torch.distributed.run",), mark=FIRST_STEP)
         if name in res and one in res:
-            for m in ("rss", "pss", "uss"):
+            for m in ("rss", "pss", "uss", "anon_pss"):
                 res[f"{name}_{m}_minus_one_rank_mb"] = round(
                     res[name][f"peak_{m}_mb"] - res[one][f"peak_{m}_mb"], 1
                 )
+    # The floor: what any torch trainer's second rank costs (scripts/ddp_floor.py: no corpus).
+    floor = [str(REPO / "scripts" / "ddp_floor.py")]
+    stage("floor_one_process", [py, *floor], mark=FIRST_STEP)
+    ddp = [py, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}"]
+    stage("floor_2_ranks", ddp + floor, skip=("torch.distributed.run",), mark=FIRST_STEP)
+    if "floor_2_ranks" in res and "floor_one_process" in res:
+        for m in ("rss", "pss", "uss", "anon_pss"):
+            res[f"floor_2_ranks_{m}_minus_one_process_mb"] = round(
+                res["floor_2_ranks"][f"peak_{m}_mb"] - res["floor_one_process"][f"peak_{m}_mb"], 1
+            )
     save()
     print(json.dumps(res, indent=1))
 

@@ -244,6 +244,36 @@ def test_two_ranks_map_one_copy_and_only_rank_0_encodes(corpus_dir, tmp_path, mo
     assert {str(f) for f in rank0.files} <= mapped_files()  # mapped from the page cache
 
 
+MAP_ONLY = """
+import sys
+from nmt.config import load_config
+from nmt.data.prepared import prepared_corpus
+corpus = prepared_corpus(load_config(sys.argv[1]))
+batcher = corpus.batcher(load_config(sys.argv[1]).data, 1)
+batcher.batch(batcher.epoch(0)[0])
+print(len(corpus.kept), "datasets" in sys.modules, "pandas" in sys.modules)
+"""
+
+
+def test_a_rank_that_maps_a_prepared_corpus_imports_neither_datasets_nor_pandas(
+    corpus_dir, tmp_path
+):
+    # What a second torchrun rank does: it maps the files rank 0 prepared. `datasets` (60 MB of
+    # PSS per process) is for reading and preparing corpora, not for mapping them, and pandas
+    # (32 MB) came in through pyarrow's to_numpy.
+    cfg_file = tmp_path / "cfg.yaml"
+    cfg_file.write_text(dump_yaml(config(corpus_dir, tmp_path / "p")))
+    kept = prepared_corpus(config(corpus_dir, tmp_path / "p")).stats.kept  # rank 0's prepare
+    out = subprocess.run(
+        [sys.executable, "-c", MAP_ONLY, str(cfg_file)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert out == [str(kept), "False", "False"]
+
+
 def test_streamed_training_split_errors_name_the_file_and_line(tmp_path):
     d = tmp_path / "corpus"
     write_corpus(d, tiny_pairs(5))

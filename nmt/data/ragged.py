@@ -33,14 +33,7 @@ class IdColumn:
     def from_arrow(cls, column) -> "IdColumn":
         """A pyarrow (Chunked)Array of list<int>: zero-copy views of each chunk's buffers."""
         chunks = column.chunks if hasattr(column, "chunks") else [column]
-        out = []
-        for c in chunks:
-            if len(c) == 0:
-                continue
-            out.append(
-                (c.values.to_numpy(zero_copy_only=True), c.offsets.to_numpy(zero_copy_only=True))
-            )
-        return cls(out)
+        return cls([(_view(c.values), _view(c.offsets)) for c in chunks if len(c)])
 
     def lengths(self) -> np.ndarray:
         """Tokens per row, as int32 (read from the offsets only, never from the ids)."""
@@ -58,3 +51,14 @@ class IdColumn:
             values, off = self.chunks[c]
             out.append(values[off[r] : off[r + 1]])
         return out
+
+
+def _view(array) -> np.ndarray:
+    """A numpy view of a primitive Arrow array without nulls, straight from its data buffer.
+    (pyarrow's `to_numpy` imports pandas on first use: 32 MB of private memory per process.)"""
+    if array.null_count:
+        raise ValueError("an id column with nulls")  # never written by nmt prepare
+    dtype = np.dtype(str(array.type))
+    return np.frombuffer(
+        array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize
+    )
