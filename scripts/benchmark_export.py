@@ -246,6 +246,9 @@ def bench_run(run: str, a: argparse.Namespace, save) -> dict:
             if a.profile:
                 fast = use_onednn_linears(copy.deepcopy(model))
                 row["nmt_fp32_profile"] = profile_nmt(fast, tok, cfg, src[:100], beam)
+                row["nmt_int8_profile"] = profile_nmt(
+                    quantize_int8(model), tok, cfg, src[:100], beam
+                )
             res["beams"][str(beam)] = row
             save(res)  # a partial result survives an interrupted benchmark
             print(json.dumps({str(beam): row["ratios"]}), file=sys.stderr, flush=True)
@@ -262,7 +265,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3, help="timed repetitions (best is reported)")
     ap.add_argument("--beams", default="1,5")
-    ap.add_argument("--profile", action="store_true", help="profile nmt fp32 on 100 sentences")
+    ap.add_argument(
+        "--profile", action="store_true", help="profile nmt fp32 and int8 on 100 sentences"
+    )
     ap.add_argument("--bf16", action="store_true", help="add nmt with bfloat16 weights")
     ap.add_argument(
         "--limit",

@@ -34,6 +34,9 @@ def test_int8_logits_are_close_to_fp32_for_every_architecture(arch):
     assert "DynamicQuantizedLinear" in kinds and not any(
         type(m) is torch.nn.Linear for m in q.modules()
     )
+    if arch == "transformer":  # the feed-forward's Linear + ReLU run as one int8 kernel
+        assert "DynamicQuantizedLinearReLU" in kinds
+        assert not any(isinstance(m, torch.nn.ReLU) for m in q.modules())
     src = torch.randint(4, 50, (3, 9))
     mask = torch.ones_like(src, dtype=torch.bool)
     tgt = torch.randint(4, 50, (3, 7))
