@@ -327,7 +327,30 @@ class _Finished:
         self.tokens = torch.full((B, K, steps), pad, dtype=torch.long, device=device)
         self.attn = torch.zeros(B, K, steps, S, device=device) if with_attn else None
 
-    def add(
+    def add_ended(
+        self,
+        ids: Tensor,
+        done: Tensor,
+        is_eos: Tensor,
+        top: Tensor,
+        cand: Tensor,
+        cand_attn: Optional[Tensor],
+        alpha: float,
+    ) -> None:
+        """Merge the candidates among the K best of a step [b, 2K] that end there (EOS, finite
+        score, sentence not done) into sentences `ids`."""
+        K = self.K
+        ended = is_eos[:, :K] & torch.isfinite(top[:, :K]) & ~done.unsqueeze(1)
+        self._add(
+            ids,
+            ended,
+            top[:, :K],
+            cand[:, :K],
+            None if cand_attn is None else cand_attn[:, :K],
+            alpha,
+        )
+
+    def _add(
         self,
         ids: Tensor,
         ended: Tensor,
@@ -367,12 +390,29 @@ def _beam_size(beam: int, nbest: int) -> int:
     return beam
 
 
-def _outranked(finished: Tensor, live: Tensor, length: int, alpha: float) -> Tensor:
-    """Whether the finished norm scores [b] rank at or above live scores [b] ended at `length`
-    (EOS included). A live beam only loses score as it grows, so with alpha 0 no later step
-    can change that; with alpha > 0 a longer ending divides by a larger penalty, and this is
-    the usual approximation (CTranslate2 and HF stop when the top beam ends)."""
-    return torch.isfinite(finished) & (finished >= live / length_penalty(length, alpha))
+def _done(
+    done: Tensor,
+    fin: "_Finished",
+    ids: Tensor,
+    t: int,
+    limit: Tensor,
+    best_live: Tensor,
+    nbest: int,
+    alpha: float,
+    early_stop: bool,
+) -> Tensor:
+    """Which active sentences `ids` are done after step t: those done before, those holding K
+    finished hypotheses or at their limit and, with early_stop, those whose nbest finished
+    hypotheses rank at or above their best live beam (score `best_live`) were it to end at the
+    next step. A live beam only loses score as it grows, so with alpha 0 no later step can
+    change that; with alpha > 0 a longer ending divides by a larger penalty, and this is the
+    usual approximation (CTranslate2 and HF stop when the top beam ends)."""
+    done = done | (fin.count(ids) >= fin.K) | (t >= limit[ids])
+    if not early_stop:
+        return done
+    finished = fin.norm[ids, nbest - 1]
+    ahead = finished >= best_live / length_penalty(t + 2, alpha)  # t + 1 tokens and an EOS
+    return done | (torch.isfinite(finished) & ahead)
 
 
 def _candidates(
@@ -416,7 +456,7 @@ def beam_search(
     A sentence is done once it holds `beam` finished hypotheses (ended inside the top `beam`
     candidates of a step) or reaches its length limit, where every live beam is ended. With
     `early_stop` it is also done once it holds `nbest` finished hypotheses that all rank above
-    its best live beam, were that beam to end at the next step (`_outranked`)."""
+    its best live beam, were that beam to end at the next step (`_done`)."""
     (B, S), K, dev, rules = src.shape, _beam_size(beam, nbest), src.device, rules or Rules()
     limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
     steps, shortest = int(limit.max()) + 1, int(limit.min())
@@ -439,19 +479,14 @@ def beam_search(
         )
         top, tok, origin, cand, cand_attn = _candidates(log_probs, scores, hist, hist_attn, attn)
         is_eos = tok == model.eos_id
-        ended = is_eos[:, :K] & torch.isfinite(top[:, :K]) & ~done.unsqueeze(1)
-        ended_attn = None if cand_attn is None else cand_attn[:, :K]
-        fin.add(ids, ended, top[:, :K], cand[:, :K], ended_attn, alpha)
+        fin.add_ended(ids, done, is_eos, top, cand, cand_attn, alpha)
         # The K best candidates that did not end stay live (stable order: best first).
         live = (torch.arange(2 * K, device=dev) + 2 * K * is_eos.long()).topk(K, 1, False).indices
         scores, prev = top.gather(1, live), tok.gather(1, live).reshape(-1)
         hist = _take(cand, live)
         hist_attn = None if cand_attn is None else _take(cand_attn, live)
         state = _reorder(state, _beam_rows(torch.arange(b, device=dev), origin.gather(1, live)))
-
-        done = done | (fin.count(ids) >= K) | (t >= limit[ids])
-        if early_stop:
-            done = done | _outranked(fin.norm[ids, nbest - 1], scores[:, 0], t + 2, alpha)
+        done = _done(done, fin, ids, t, limit, scores[:, 0], nbest, alpha, early_stop)
         all_done, compact = _should_compact(done)
         if all_done:
             break

@@ -35,13 +35,23 @@ def model_of(arch: str) -> nn.Module:
     return model
 
 
-@pytest.mark.parametrize("shape", [(7, 32), (3, 5, 32), (1, 1, 32)])
+INPUTS = {
+    "2-d": lambda: torch.randn(7, 32),
+    "3-d": lambda: torch.randn(3, 5, 32),
+    "one row": lambda: torch.randn(1, 1, 32),
+    "no rows": lambda: torch.randn(0, 32),
+    "strided": lambda: torch.randn(6, 64)[:, ::2],
+    "transposed": lambda: torch.randn(32, 5).t(),
+}
+
+
+@pytest.mark.parametrize("inputs", sorted(INPUTS))
 @pytest.mark.parametrize("bias", [True, False])
-def test_a_onednn_linear_computes_what_nn_linear_does(shape, bias):
+def test_a_onednn_linear_computes_what_nn_linear_does(inputs, bias):
     torch.manual_seed(0)
     stock = nn.Linear(32, 48, bias=bias)
     fast = use_onednn_linears(nn.Sequential(copy.deepcopy(stock)))[0]
-    x = torch.randn(shape)
+    x = INPUTS[inputs]()
     with torch.inference_mode():
         assert isinstance(fast, OneDnnLinear)
         torch.testing.assert_close(fast(x), stock(x), rtol=1e-5, atol=1e-5)
