@@ -196,6 +196,13 @@ def _reorder(state: "State", index: Tensor) -> "State":
     return state.select(index) if reorder is None else reorder(index)
 
 
+def _expand(state: "State", ids: Tensor, K: int) -> "State":
+    """Sentences `ids`' states repeated for their K beams (rows sentence * K + beam): a state
+    that can share what is the same for every beam (the transformer's cross-attention) does."""
+    expand = getattr(state, "expand_beams", None)
+    return state.select(ids.repeat_interleave(K)) if expand is None else expand(K)
+
+
 def _take(x: Tensor, index: Tensor) -> Tensor:
     """x [b, K, ...], index [b, M] -> [b, M, ...]: per-sentence gather along the beam axis."""
     return x[torch.arange(x.size(0), device=x.device).unsqueeze(1), index]
@@ -463,7 +470,7 @@ def beam_search(
     fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev)
 
     ids = torch.arange(B, device=dev)  # active sentence -> batch sentence
-    state = model.init_state(model.encode(src, src_mask)).select(ids.repeat_interleave(K))
+    state = _expand(model.init_state(model.encode(src, src_mask)), ids, K)
     done, scores = torch.zeros(B, dtype=torch.bool, device=dev), torch.zeros(B, K, device=dev)
     scores[:, 1:] = NEG_INF  # one live beam at first: no duplicates
     hist = torch.zeros(B, K, 0, dtype=torch.long, device=dev)

@@ -329,6 +329,38 @@ def test_transformer_beam_reorder_equals_select():
         assert "spare_k" in state.tensors and "spare_k" not in sel.tensors
 
 
+def test_transformer_beams_share_cross_attention_and_decode_like_copies():
+    """expand_beams keeps the source keys, values and bias once per sentence (group K) while a
+    plain select copies them for every beam; both decode the same, through reorders and a
+    select of whole sentences (beam search dropping a finished one)."""
+    model = build("transformer-pre")
+    K = 3
+    src, mask = sentences([6, 3, 5])
+    tgt_in = decoder_input([7] * 3 * K, seed=5)
+    with torch.no_grad():
+        start = model.init_state(model.encode(src, mask))
+        shared = start.expand_beams(K)
+        copies = start.select(torch.arange(3).repeat_interleave(K))
+        assert shared["cross_k"][0].size(0) == 3 and copies["cross_k"][0].size(0) == 3 * K
+        for t in range(6):
+            lp_g, shared, attn_g = model.decode_step(shared, tgt_in[:, t])
+            lp_c, copies, attn_c = model.decode_step(copies, tgt_in[:, t])
+            torch.testing.assert_close(lp_g, lp_c, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(attn_g, attn_c, rtol=1e-5, atol=1e-5)
+            if t == 3:  # sentence 1 is done: keep the beams of sentences 0 and 2
+                index = torch.cat([torch.arange(K), torch.arange(K) + 2 * K])
+                shared, copies = shared.select(index), copies.select(index)
+            else:
+                g = torch.Generator().manual_seed(t)
+                n = len(tgt_in) // K
+                index = torch.cat(
+                    [torch.randint(0, K, (K,), generator=g) + i * K for i in range(n)]
+                )
+                shared, copies = shared.reorder(index), copies.reorder(index)
+            tgt_in = tgt_in[index]
+        assert shared["cross_k"][0].size(0) == 2 and shared["group"] == K
+
+
 @pytest.mark.parametrize(
     "arch,steps,lr", [("seq2seq", 200, 1e-2), ("rnnsearch", 150, 1e-2), ("transformer", 150, 3e-3)]
 )

@@ -175,18 +175,22 @@ class MultiHeadAttention(nn.Module):
         return self.o(self.merge(out))
 
     def step(
-        self, x: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor] = None
+        self, x: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor] = None, group: int = 1
     ) -> tuple[Tensor, Tensor]:
-        """One query position x [B, 1, D] against cached k, v [B, heads, S, d_head] (contiguous
-        or a prefix view of a longer buffer: no copy either way).
+        """One query position x [R, 1, D] against cached k, v [R / group, heads, S, d_head]
+        (contiguous or a prefix view of a longer buffer: no copy either way): each run of
+        `group` rows of x (a sentence's beams) shares one row of keys and values, and its
+        queries go through one matmul.
 
-        bias [B, 1, 1, S] is added to the scores: 0 where attended, -inf at padding (every row
-        with at least one 0). Returns the output [B, 1, D] and the weights [B, heads, S],
-        computed explicitly so that decoding can report them.
+        bias [R / group, 1, 1, S] is added to the scores: 0 where attended, -inf at padding
+        (every row with at least one 0). Returns the output [R, 1, D] and the weights
+        [R, heads, S], computed explicitly so that decoding can report them.
         """
-        q = self.split(self.q(x))  # [B, h, 1, dh]
+        (R, _, D), b = x.shape, k.size(0)
+        q = self.q(x).view(b, group, self.heads, self.d_head).transpose(1, 2)  # [b, h, g, dh]
         scores = torch.matmul(q, k.transpose(-1, -2)).div_(math.sqrt(self.d_head))
         if bias is not None:
-            scores = scores.add_(bias)  # [B, h, 1, S]
+            scores = scores.add_(bias)  # [b, h, g, S]
         weights = torch.softmax(scores, dim=-1)
-        return self.o(self.merge(weights @ v)), weights.squeeze(2)
+        out = (weights @ v).transpose(1, 2).reshape(R, 1, D)
+        return self.o(out), weights.transpose(1, 2).reshape(R, self.heads, -1)

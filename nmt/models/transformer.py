@@ -157,9 +157,11 @@ class DecoderLayer(Sublayers):
         cross_k: Tensor,
         cross_v: Tensor,
         src_bias: Tensor,
+        group: int = 1,
     ) -> tuple[Tensor, Tensor]:
         """One new position x [B, 1, d] at step t. Writes its self-attention key and value into
-        position t of the caches [B, heads, capacity, d_head] and attends over positions 0..t.
+        position t of the caches [B, heads, capacity, d_head] and attends over positions 0..t;
+        every `group` rows share one row of cross_k, cross_v and src_bias (a sentence's beams).
         Returns the output and the cross-attention weights [B, heads, S]."""
         h = self.inp(x, self.norm1)
         k, v = self.self_attn.project_kv(h)  # [B, heads, 1, dh]
@@ -167,7 +169,9 @@ class DecoderLayer(Sublayers):
         cache_v[:, :, t : t + 1] = v
         out, _ = self.self_attn.step(h, cache_k[:, :, : t + 1], cache_v[:, :, : t + 1])
         x = self.res(x, out, self.norm1)
-        out, weights = self.cross_attn.step(self.inp(x, self.norm2), cross_k, cross_v, src_bias)
+        out, weights = self.cross_attn.step(
+            self.inp(x, self.norm2), cross_k, cross_v, src_bias, group
+        )
         x = self.res(x, out, self.norm2)
         return self.res(x, self.ff(self.inp(x, self.norm3)), self.norm3), weights
 
@@ -210,7 +214,10 @@ def _writable(bufs: list[Tensor], t: int) -> list[Tensor]:
 class TransformerState(State):
     """The transformer's decoder state. Keys: self_k, self_v (CACHES), cross_k, cross_v (per layer
     [B, heads, S, d_head], contiguous), src_bias ([B, 1, 1, S]: 0 where attended, -inf at
-    padding) and, after a beam reorder, spare_k, spare_v.
+    padding) and, after a beam reorder, spare_k, spare_v. After `expand_beams(K)` it holds
+    `group` K: the caches have K rows a sentence, cross_k, cross_v and src_bias one, shared by
+    the sentence's beams (beam search's keys and values of the source, read once a step
+    instead of K times).
 
     `select` copies only the filled part of the caches. `reorder` is beam search's per-step
     select, whose index moves rows only between the beams of one sentence: the cross-attention
@@ -220,10 +227,22 @@ class TransformerState(State):
     tensors (an Ensemble member's) decodes and selects the same, only slower."""
 
     def select(self, index: Tensor) -> "TransformerState":
-        t = self.tensors
-        rest = State({k: v for k, v in t.items() if k not in CACHES + SPARES}).select(index)
+        """Rows `index`; a state expanded for beams (`group` K) selects whole sentences: each
+        run of K rows of the index is one sentence's beams, in order."""
+        t, group = self.tensors, self.tensors.get("group", 1)
+        shared = index if group == 1 else index.view(-1, group)[:, 0] // group
+        rest = State({k: v for k, v in t.items() if k not in CACHES + SPARES}).select(shared)
         caches = {k: [_gather(b, index, self.step) for b in t[k]] for k in CACHES}
         return TransformerState({**rest.tensors, **caches}, self.step)
+
+    def expand_beams(self, K: int) -> "TransformerState":
+        """Each sentence's state for K beams: the caches get K rows a sentence, the
+        cross-attention keys, values and bias stay one row a sentence (`group` K)."""
+        t = self.tensors
+        rows = torch.arange(len(t["src_bias"]), device=t["src_bias"].device).repeat_interleave(K)
+        caches = {k: [_gather(b, rows, self.step) for b in t[k]] for k in CACHES}
+        rest = {k: v for k, v in t.items() if k not in CACHES + SPARES}
+        return TransformerState({**rest, **caches, "group": K}, self.step)
 
     def reorder(self, index: Tensor) -> "TransformerState":
         t, new = self.tensors, dict(self.tensors)
@@ -328,6 +347,7 @@ class Transformer(NMTModel):
                 state["cross_k"][l],
                 state["cross_v"][l],
                 state["src_bias"],
+                state.tensors.get("group", 1),
             )
             if l == report:
                 attn = weights.mean(1) if self.attn_head is None else weights[:, self.attn_head]
