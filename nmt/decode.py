@@ -196,11 +196,13 @@ def _reorder(state: "State", index: Tensor) -> "State":
     return state.select(index) if reorder is None else reorder(index)
 
 
-def _expand(state: "State", ids: Tensor, K: int) -> "State":
-    """Sentences `ids`' states repeated for their K beams (rows sentence * K + beam): a state
+def _expand(state: "State", B: int, K: int, device: torch.device) -> "State":
+    """The B sentences' states repeated for their K beams (rows sentence * K + beam): a state
     that can share what is the same for every beam (the transformer's cross-attention) does."""
     expand = getattr(state, "expand_beams", None)
-    return state.select(ids.repeat_interleave(K)) if expand is None else expand(K)
+    if expand is not None:
+        return expand(K)
+    return state.select(torch.arange(B, device=device).repeat_interleave(K))
 
 
 def _take(x: Tensor, index: Tensor) -> Tensor:
@@ -470,7 +472,7 @@ def beam_search(
     fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev)
 
     ids = torch.arange(B, device=dev)  # active sentence -> batch sentence
-    state = _expand(model.init_state(model.encode(src, src_mask)), ids, K)
+    state = _expand(model.init_state(model.encode(src, src_mask)), B, K, dev)
     done, scores = torch.zeros(B, dtype=torch.bool, device=dev), torch.zeros(B, K, device=dev)
     scores[:, 1:] = NEG_INF  # one live beam at first: no duplicates
     hist = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
