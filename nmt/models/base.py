@@ -31,6 +31,20 @@ def _select(x: Any, index: Tensor) -> Any:
     return x  # ints, None, flags: shared by all rows
 
 
+def linear_relu_pairs(model: nn.Module) -> list[tuple[nn.Sequential, str, str]]:
+    """(sequential, linear name, relu name) for every nn.Linear directly followed by an nn.ReLU
+    inside an nn.Sequential (the transformer's feed-forward): the pairs that inference kernels
+    (oneDNN fp32, fbgemm int8) run as one."""
+    out = []
+    for seq in model.modules():
+        if isinstance(seq, nn.Sequential):
+            names = list(seq._modules)
+            for a, b in zip(names, names[1:]):
+                if type(seq._modules[a]) is nn.Linear and type(seq._modules[b]) is nn.ReLU:
+                    out.append((seq, a, b))
+    return out
+
+
 @dataclass
 class EncoderOut:
     memory: Tensor  # [B, S, H] encoder states

@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from nmt.models.base import linear_relu_pairs
+
 
 def onednn_available() -> bool:
     """True where this torch has oneDNN's CPU linear op (x86 and arm64 builds do)."""
@@ -51,13 +53,9 @@ def use_onednn_linears(model: nn.Module) -> nn.Module:
     whose torch lacks oneDNN is returned unchanged."""
     if not onednn_available():
         return model
-    for module in list(model.modules()):
-        if isinstance(module, nn.Sequential):
-            layers = list(module)
-            for i, (a, b) in enumerate(zip(layers, layers[1:])):
-                if type(a) is nn.Linear and type(b) is nn.ReLU:
-                    _convert(a, "relu")
-                    module[i + 1] = nn.Identity()
+    for seq, linear, relu in linear_relu_pairs(model):
+        _convert(seq._modules[linear], "relu")
+        seq._modules[relu] = nn.Identity()
     for module in model.modules():
         if type(module) is nn.Linear:
             _convert(module)
