@@ -229,20 +229,24 @@ class TransformerState(State):
     def select(self, index: Tensor) -> "TransformerState":
         """Rows `index`; a state expanded for beams (`group` K) selects whole sentences: each
         run of K rows of the index is one sentence's beams, in order."""
-        t, group = self.tensors, self.tensors.get("group", 1)
-        shared = index if group == 1 else index.view(-1, group)[:, 0] // group
-        rest = State({k: v for k, v in t.items() if k not in CACHES + SPARES}).select(shared)
-        caches = {k: [_gather(b, index, self.step) for b in t[k]] for k in CACHES}
-        return TransformerState({**rest.tensors, **caches}, self.step)
+        group = self.tensors.get("group", 1)
+        return self._regather(index, index if group == 1 else index.view(-1, group)[:, 0] // group)
 
     def expand_beams(self, K: int) -> "TransformerState":
         """Each sentence's state for K beams: the caches get K rows a sentence, the
         cross-attention keys, values and bias stay one row a sentence (`group` K)."""
+        bias = self.tensors["src_bias"]
+        rows = torch.arange(len(bias), device=bias.device).repeat_interleave(K)
+        return self._regather(rows, None, group=K)
+
+    def _regather(self, rows: Tensor, shared: Optional[Tensor], **extra) -> "TransformerState":
+        """A new state: cache rows `rows` (their filled part), rows `shared` of every other
+        tensor (None: kept as they are), spares dropped, `extra` entries added."""
         t = self.tensors
-        rows = torch.arange(len(t["src_bias"]), device=t["src_bias"].device).repeat_interleave(K)
+        rest = State({k: v for k, v in t.items() if k not in CACHES + SPARES})
+        rest = rest if shared is None else rest.select(shared)
         caches = {k: [_gather(b, rows, self.step) for b in t[k]] for k in CACHES}
-        rest = {k: v for k, v in t.items() if k not in CACHES + SPARES}
-        return TransformerState({**rest, **caches, "group": K}, self.step)
+        return TransformerState({**rest.tensors, **caches, **extra}, self.step)
 
     def reorder(self, index: Tensor) -> "TransformerState":
         t, new = self.tensors, dict(self.tensors)
