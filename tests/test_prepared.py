@@ -60,12 +60,16 @@ def test_every_kept_pair_is_in_exactly_one_batch_per_epoch(corpus_dir, tmp_path)
         1,
         1,
     )
-    # the batcher plans from the lengths stored apart (contiguous .npy files, mapped), which are
-    # the id columns' own lengths
-    assert np.array_equal(corpus.src_len, corpus.src.lengths())
-    assert np.array_equal(corpus.tgt_len, corpus.tgt.lengths())
+    # the batcher plans from the kept rows and lengths stored apart (contiguous .npy files,
+    # mapped, not copied), which are the id columns' own lengths
+    assert np.array_equal(corpus.src_len, corpus.src.lengths()[corpus.kept])
+    assert np.array_equal(corpus.tgt_len, corpus.tgt.lengths()[corpus.kept])
     batcher = corpus.batcher(config(corpus_dir, tmp_path / "p").data, seed=4)
-    assert np.array_equal(batcher.src_len, corpus.src.lengths()[corpus.kept])
+    for used, mapped in zip(
+        (batcher.src_len, batcher.tgt_len, batcher.rows),
+        (corpus.src_len, corpus.tgt_len, corpus.kept),
+    ):
+        assert isinstance(mapped, np.memmap) and np.shares_memory(used, mapped)
     for epoch in range(3):
         seen = np.concatenate(batcher.epoch(epoch))
         assert sorted(corpus.kept[seen].tolist()) == list(range(400))  # rows 400, 401 dropped

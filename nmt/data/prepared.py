@@ -12,7 +12,6 @@ shares one copy in the page cache.
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import hashlib
 import json
@@ -31,19 +30,23 @@ import numpy as np
 from nmt.config import Config, DataConfig
 from nmt.data import corpus
 from nmt.data.batching import BucketBatcher
+from nmt.data.heap import give_back_freed_memory
 from nmt.data.ragged import IdColumn
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.run_dir import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS
 
 log = logging.getLogger("nmt")
-FORMAT = 2  # 2: lengths and filter decisions also in .npy files; larger record batches
+# 2: lengths and filter decisions also in .npy files; larger record batches. 3: the kept rows
+# and their lengths in .npy files, so no rank computes (and holds) its own copy of them.
+FORMAT = 3
 # Rows per Arrow record batch: each batch's metadata is read when the file is opened, and every
 # page fault on a mapped file maps its neighbours too (fault-around, 64 KB), so 1,000-row batches
 # put 2 of 5 MB of a 2M-pair corpus in each process's RSS just by opening it.
 WRITER_ROWS = 10000
-# Per-pair arrays the batcher plans from, one contiguous .npy file each (mapped, shared by ranks).
-INDEX = ("src_len", "tgt_len", "drop")
+# Arrays the batcher plans from, one contiguous .npy file each (mapped, shared by ranks): the
+# filter decision of every pair, and the kept pairs' rows and token counts.
+INDEX = ("drop", "kept", "src_len", "tgt_len")
 # Keys of the data section that never change the ids: a new batch size reuses the corpus.
 NOT_IN_KEY = ("batch_tokens", "batch_size", "workers", "prepared_dir")
 KEEP, EMPTY, TOO_LONG, RATIO = 0, 1, 2, 3  # the filter decision stored per pair
@@ -247,16 +250,6 @@ def sample_rows(n: int, max_sentences: int, joint: bool, seed: int) -> Optional[
     return np.sort(np.random.default_rng(seed).choice(n, rows, replace=False))
 
 
-def _give_back_freed_memory() -> None:
-    """Return the heap that sentencepiece training freed (about 23 bytes per character of its
-    sample) to the system: glibc keeps freed memory in its arenas, so the process would hold its
-    training peak, in RSS, for the rest of the prepare."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass
-
-
 _TOKENIZERS: dict[bytes, Tokenizer] = {}
 
 
@@ -318,7 +311,8 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
 
     t0 = time.perf_counter()
     tok = given or _subwords(cfg, text)
-    _give_back_freed_memory()  # before the encode workers fork: they would count it again
+    # sentencepiece training freed about 23 bytes per character of its sample; give it back
+    give_back_freed_memory()  # before the encode workers fork: they would count it again
     tok.save(out)
     times["subwords"] = time.perf_counter() - t0
     log.info(f"prepare: subword models trained in {times['subwords']:.1f} s")
@@ -356,17 +350,26 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
 
 
 def _write_meta(out: Path, ids, times: dict, vocab: int, d: DataConfig) -> None:
-    """The lengths and filter decisions as .npy files (every process maps them), and meta.json:
-    the Arrow files, filter statistics, token counts and timings of a build."""
-    index = {c: ids.data.column(c).to_numpy() for c in INDEX}
-    for c, a in index.items():
-        np.save(out / f"{c}.npy", a)
-    drop = np.bincount(index["drop"], minlength=4)
+    """The filter decisions and the kept pairs' rows and lengths as .npy files (every process
+    maps them), and meta.json: the Arrow files, filter statistics, token counts and timings."""
+    drop = ids.data.column("drop").to_numpy()
+    kept = np.flatnonzero(drop == KEEP)
+    index = {
+        "drop": drop,
+        "kept": kept.astype(np.int32) if len(drop) < 2**31 else kept,
+        "src_len": ids.data.column("src_len").to_numpy()[kept],
+        "tgt_len": ids.data.column("tgt_len").to_numpy()[kept],
+    }
+    for c in INDEX:
+        np.save(out / f"{c}.npy", index[c])
+    counts = np.bincount(drop, minlength=4)
     src_tokens, tgt_tokens = int(index["src_len"].sum()), int(index["tgt_len"].sum())
     n = len(ids)
-    del index
+    del index, drop, kept
     files = sorted(p.name for p in out.glob("train*.arrow"))
-    stats = FilterStats(n, int(drop[KEEP]), int(drop[EMPTY]), int(drop[TOO_LONG]), int(drop[RATIO]))
+    stats = FilterStats(
+        n, int(counts[KEEP]), int(counts[EMPTY]), int(counts[TOO_LONG]), int(counts[RATIO])
+    )
     meta = {
         "format": FORMAT,
         "files": files,
@@ -395,9 +398,9 @@ class PreparedCorpus:
     tokenizer: Tokenizer
     src: IdColumn  # every pair read, memory-mapped
     tgt: IdColumn
-    kept: np.ndarray  # rows kept by the filter, in corpus order
+    kept: np.ndarray  # rows kept by the filter, in corpus order (mapped .npy, as below)
     files: list[Path]  # the mapped Arrow files
-    src_len: np.ndarray  # tokens per row (every pair read; source with its EOS), mapped .npy
+    src_len: np.ndarray  # tokens per kept pair (the source with its EOS)
     tgt_len: np.ndarray
 
     @property
@@ -426,7 +429,7 @@ class PreparedCorpus:
         stages = ", ".join(f"{k} {v:.1f} s" for k, v in sec.items())
         return (
             f"prepared corpus: {self.path}\n{self.stats.line()}\n"
-            f"tokens: source {m['src_tokens']}, target {m['tgt_tokens']} (ids as "
+            f"tokens kept: source {m['src_tokens']}, target {m['tgt_tokens']} (ids as "
             f"{'uint16' if m['vocab'] <= 1 << 16 else 'int32'}); {m['bytes'] / 1e6:.1f} MB on "
             f"disk in {len(m['files'])} Arrow file(s)\n"
             f"prepare time: {stages}; {total:.1f} s in all, "
@@ -454,18 +457,16 @@ def open_prepared(path: Path) -> PreparedCorpus:
         None if len(protos) == 1 else (path / TGT_SUBWORDS).read_bytes(),
         meta["lowercase"],
     )
-    # Lengths and decisions from their own contiguous files, not from the Arrow columns: those
-    # are spread over every record batch, and reading them would fault in most of the corpus.
+    # Rows and lengths from their own contiguous files, not from the Arrow columns: those are
+    # spread over every record batch, and reading them would fault in most of the corpus.
     index = {c: np.load(path / f"{c}.npy", mmap_mode="r") for c in INDEX}
-    kept = np.flatnonzero(index["drop"] == KEEP)
-    kept = kept.astype(np.int32) if len(index["drop"]) < 2**31 else kept
     return PreparedCorpus(
         path,
         meta,
         tok,
         IdColumn.from_arrow(table.column("src")),
         IdColumn.from_arrow(table.column("tgt")),
-        kept,
+        index["kept"],
         files,
         index["src_len"],
         index["tgt_len"],
