@@ -37,6 +37,7 @@ import re
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -279,6 +280,9 @@ def main() -> None:
         "--skip", default="", help=f"comma-separated stages or groups to skip ({', '.join(GROUPS)})"
     )
     ap.add_argument("--only", default="", help="comma-separated stages or groups to run")
+    ap.add_argument(
+        "--reps", type=int, default=3, help="runs of each first-step stage (medians reported)"
+    )
     a = ap.parse_args()
     py, work = sys.executable, a.work.resolve()
     corpus = a.corpus.resolve()
@@ -323,19 +327,33 @@ def main() -> None:
         res["machine_after"] = machine()
         a.out.write_text(json.dumps(res, indent=1) + "\n")
 
-    def stage(name: str, cmd: list[str], cwd: Path = REPO, env: dict | None = None, **kw) -> None:
+    def stage(
+        name: str, cmd: list[str], cwd: Path = REPO, env: dict | None = None, reps: int = 1, **kw
+    ) -> None:
+        """Measure `cmd` `reps` times; with more than one, the peaks are medians (`runs` keeps
+        each): a first step's peak depends on which batch comes first and on the moment the
+        0.1 s sampler catches, and moved single runs by 70 MB."""
         if name not in run_set:
             return
-        with locked(a.lock):
-            load = os.getloadavg()
-            print(
-                f"[{time.strftime('%H:%M:%S')}] {name} (load {load[0]:.1f}): {' '.join(cmd[-4:])}",
-                flush=True,
-            )
-            res[name] = measure(cmd, cwd, log=work / f"{name}.log", env=env or new_env, **kw)
-            res[name]["load_before"] = load
-            res[name]["load_after"] = os.getloadavg()
-        print(f"    {res[name]}", flush=True)
+        runs = []
+        for _ in range(reps):
+            with locked(a.lock):
+                load = os.getloadavg()
+                print(
+                    f"[{time.strftime('%H:%M:%S')}] {name} (load {load[0]:.1f}): "
+                    f"{' '.join(cmd[-4:])}",
+                    flush=True,
+                )
+                got = measure(cmd, cwd, log=work / f"{name}.log", env=env or new_env, **kw)
+                got["load_before"], got["load_after"] = load, os.getloadavg()
+            print(f"    {got}", flush=True)
+            runs.append(got)
+        res[name] = dict(runs[0])
+        if reps > 1:
+            for k, v in runs[0].items():
+                if k.startswith(("peak_", "wall_s", "cpu_s", "mark_s")) and v is not None:
+                    res[name][k] = round(statistics.median(r[k] for r in runs), 2)
+            res[name]["runs"] = runs
         save()
 
     def own(name: str, fresh: bool) -> list[str]:
@@ -399,6 +417,7 @@ def main() -> None:
             nmt_cmd(py, ["train"], data, own(prepared_by, False) + step + [f"train.run_dir={run}"])
             + ["--overwrite"],
             mark=FIRST_STEP,
+            reps=a.reps,
         )
     if "first_step_all" in res and "first_step_tiny" in res:
         res["rss_all_minus_tiny_mb"] = round(
@@ -420,7 +439,7 @@ def main() -> None:
             f"--master_port={free_port()}",
             *cmd[1:],
         ]
-        stage(name, ddp, skip=("torch.distributed.run",), mark=FIRST_STEP)
+        stage(name, ddp, skip=("torch.distributed.run",), mark=FIRST_STEP, reps=a.reps)
         if name in res and one in res:
             for m in ("rss", "pss", "uss", "anon_pss"):
                 res[f"{name}_{m}_minus_one_rank_mb"] = round(
@@ -428,9 +447,11 @@ def main() -> None:
                 )
     # The floor: what any torch trainer's second rank costs (scripts/ddp_floor.py: no corpus).
     floor = [str(REPO / "scripts" / "ddp_floor.py")]
-    stage("floor_one_process", [py, *floor], mark=FIRST_STEP)
+    stage("floor_one_process", [py, *floor], mark=FIRST_STEP, reps=a.reps)
     ddp = [py, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}"]
-    stage("floor_2_ranks", ddp + floor, skip=("torch.distributed.run",), mark=FIRST_STEP)
+    stage(
+        "floor_2_ranks", ddp + floor, skip=("torch.distributed.run",), mark=FIRST_STEP, reps=a.reps
+    )
     if "floor_2_ranks" in res and "floor_one_process" in res:
         for m in ("rss", "pss", "uss", "anon_pss"):
             res[f"floor_2_ranks_{m}_minus_one_process_mb"] = round(
