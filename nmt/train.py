@@ -23,13 +23,12 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from nmt.checkpoint import load_checkpoint, model_payload, save_checkpoint, tokenizer_payload
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.data.batching import Batch, BucketBatcher
-from nmt.data.tokenizer import PAD, Tokenizer
+from nmt.data.tokenizer import Tokenizer
 from nmt.distributed import (
     DistInfo,
     all_gather_objects,
@@ -39,6 +38,7 @@ from nmt.distributed import (
     barrier,
 )
 from nmt.errors import NmtError
+from nmt.loss import projected_cross_entropy, token_cross_entropy
 from nmt.models.base import NMTModel
 from nmt.models.rnn import host_lengths
 from nmt.precision import autocast_for, cpu_has_bf16, resolve_precision, set_tf32  # noqa: F401
@@ -126,15 +126,17 @@ class Schedule:
         self.scale, self.best, self.bad = st["scale"], st["best"], st["bad"]
 
 
-def loss_fn(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """Summed token cross-entropy in fp32 (padding ignored)."""
-    return F.cross_entropy(
-        logits.float().reshape(-1, logits.size(-1)),
-        target.reshape(-1),
-        ignore_index=PAD,
-        label_smoothing=smoothing,
-        reduction="sum",
-    )
+def loss_fn(
+    out: torch.Tensor,
+    target: torch.Tensor,
+    smoothing: float,
+    projection: Optional[torch.nn.Linear] = None,
+) -> torch.Tensor:
+    """Summed token cross-entropy in fp32 (padding ignored) of logits `out`, or, given the
+    model's vocabulary projection, of features `out` (projected a chunk of tokens at a time)."""
+    if projection is None:
+        return token_cross_entropy(out, target, smoothing)
+    return projected_cross_entropy(out, projection, target, smoothing)
 
 
 def resolve_device(cfg: TrainConfig) -> torch.device:
@@ -388,9 +390,13 @@ class Trainer:
 
     # ---------------------------------------------------------------- steps
     def _forward_loss(self, batch: Batch) -> torch.Tensor:
+        # The loss applies the vocabulary projection itself and never holds the batch's logits;
+        # fp16 keeps them (its gradients need the loss scale, known only in the backward pass).
+        fused = self.precision != "fp16"
         with self.autocast:
-            logits = self.net(batch.src, batch.src_mask, batch.tgt_in)
-        return loss_fn(logits, batch.tgt_out, self.tc.label_smoothing)
+            out = self.net(batch.src, batch.src_mask, batch.tgt_in, features=fused)
+            projection = self.model.vocab_projection() if fused else None
+            return loss_fn(out, batch.tgt_out, self.tc.label_smoothing, projection)
 
     def _decide(self, **facts: Any) -> Optional[Stop]:
         """`stop_decision` on this rank's step and epoch plus the facts given."""
@@ -518,8 +524,8 @@ class Trainer:
         for b in self.valid_batches:
             b = b.to(self.device)
             with self.autocast:
-                logits = self.model(b.src, b.src_mask, b.tgt_in)
-            total += loss_fn(logits, b.tgt_out, 0.0)
+                out = self.model(b.src, b.src_mask, b.tgt_in, features=True)
+                total += loss_fn(out, b.tgt_out, 0.0, self.model.vocab_projection())
             n += b.n_tokens
         total = total.item()
         row = {"loss": total / max(n, 1), "ppl": math.exp(min(total / max(n, 1), 50))}

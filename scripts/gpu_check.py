@@ -249,9 +249,9 @@ def ddp_worker(out_dir: str) -> int:
     )
     real_loss, calls = train_mod.loss_fn, {"n": 0}
 
-    def loss_fn(logits, target, smoothing):
+    def loss_fn(*args):
         calls["n"] += 1
-        loss = real_loss(logits, target, smoothing)
+        loss = real_loss(*args)
         return loss * float("nan") if last and calls["n"] == 3 else loss
 
     train_mod.loss_fn = loss_fn

@@ -16,9 +16,9 @@ real_loss, real_forward = train_mod.loss_fn, train_mod.Trainer._forward_loss
 calls = {"n": 0}
 
 
-def loss_fn(logits, target, smoothing):
+def loss_fn(*args):
     calls["n"] += 1
-    loss = real_loss(logits, target, smoothing)
+    loss = real_loss(*args)
     return loss * float("nan") if ON_THIS_RANK and calls["n"] == 3 else loss
 
 

@@ -113,8 +113,21 @@ class NMTModel(nn.Module):
     ) -> tuple[Tensor, State, Optional[Tensor]]:
         raise NotImplementedError
 
-    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+    def features(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing up to the vocabulary projection: its input, [B, T, F]."""
         raise NotImplementedError
+
+    def vocab_projection(self) -> nn.Linear:
+        """The last layer, features -> logits."""
+        raise NotImplementedError
+
+    def forward(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, features: bool = False
+    ) -> Tensor:
+        """Teacher-forced logits [B, T, V]; with `features`, the projection's input [B, T, F]
+        (the training loss applies the projection itself, a chunk of tokens at a time)."""
+        h = self.features(src, src_mask, tgt_in)
+        return h if features else self.vocab_projection()(h)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

@@ -137,13 +137,17 @@ class DeepOutput(nn.Module):
         self.hidden = nn.Linear(in_size, widths[kind]) if kind in widths else None
         self.proj = nn.Linear(size if self.hidden is not None else in_size, vocab)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def features(self, x: Tensor) -> Tensor:
+        """The hidden layer's output: what `proj` maps to logits."""
         if self.kind == "maxout":
             h = self.hidden(x)
-            x = h.view(*h.shape[:-1], self.size, 2).amax(-1)
-        elif self.kind == "tanh":
-            x = torch.tanh(self.hidden(x))
-        return self.proj(x)
+            return h.view(*h.shape[:-1], self.size, 2).amax(-1)
+        if self.kind == "tanh":
+            return torch.tanh(self.hidden(x))
+        return x
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.proj(self.features(x))
 
     def flops(self) -> float:
         mods = [self.proj] + ([self.hidden] if self.hidden is not None else [])

@@ -118,10 +118,13 @@ class RNNSearch(NMTModel):
             new["cell"] = torch.stack(cs, 1)
         return context, weights, new
 
-    def _logits(self, s: Tensor, y: Tensor, context: Tensor) -> Tensor:
-        return self.out(self.drop(torch.cat([s, y, context], -1)))
+    def _features(self, s: Tensor, y: Tensor, context: Tensor) -> Tensor:
+        return self.out.features(self.drop(torch.cat([s, y, context], -1)))
 
-    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+    def vocab_projection(self) -> nn.Linear:
+        return self.out.proj
+
+    def features(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         state = self.init_state(self.encode(src, src_mask))
         y = self.drop(self.tgt_emb(tgt_in))  # [B, T, E]
         gy = self.in_y(y)  # all steps, one matmul
@@ -132,12 +135,12 @@ class RNNSearch(NMTModel):
             states.append(new["h"][:, -1])
             contexts.append(context)
         # One output projection over all steps.
-        return self._logits(torch.stack(states, 1), y, torch.stack(contexts, 1))
+        return self._features(torch.stack(states, 1), y, torch.stack(contexts, 1))
 
     def decode_step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
         y = self.drop(self.tgt_emb(prev_tokens))  # [B, E]
         context, weights, new = self._step(self.in_y(y), state.tensors)
-        logits = self._logits(new["h"][:, -1], y, context)
+        logits = self.out.proj(self._features(new["h"][:, -1], y, context))
         return (
             F.log_softmax(logits.float(), dim=-1),
             State({**state.tensors, **new}, state.step + 1),

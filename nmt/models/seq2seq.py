@@ -81,7 +81,8 @@ class Seq2Seq(NMTModel):
 
     # -- decoder ---------------------------------------------------------------------------
     def _decode(self, state: State, tgt_in: Tensor) -> tuple[Tensor, State]:
-        """Run the decoder over tgt_in [B, T] from `state`; returns logits [B, T, V]."""
+        """Run the decoder over tgt_in [B, T] from `state`; returns the vocabulary projection's
+        input [B, T, F]."""
         y = self.drop(self.tgt_emb(tgt_in))  # [B, T, E]
         c = state["context"].unsqueeze(1).expand(-1, y.size(1), -1)  # [B, T, H]
         x = torch.cat([y, c], -1) if self.feed_context else y
@@ -95,15 +96,18 @@ class Seq2Seq(NMTModel):
             new = {}
         feats = torch.cat([self.drop(s), y, c], -1) if self.feed_context else self.drop(s)
         new.update(h=h.transpose(0, 1), context=state["context"])
-        return self.out(feats), State(new, state.step + tgt_in.size(1))
+        return self.out.features(feats), State(new, state.step + tgt_in.size(1))
 
-    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+    def vocab_projection(self) -> nn.Linear:
+        return self.out.proj
+
+    def features(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         # The decoder input never depends on its own outputs, so one fused RNN call covers all steps.
         return self._decode(self.init_state(self.encode(src, src_mask)), tgt_in)[0]
 
     def decode_step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, None]:
-        logits, state = self._decode(state, prev_tokens.unsqueeze(1))
-        return F.log_softmax(logits[:, 0].float(), dim=-1), state, None
+        h, state = self._decode(state, prev_tokens.unsqueeze(1))
+        return F.log_softmax(self.out.proj(h[:, 0]).float(), dim=-1), state, None
 
     def matmul_flops_per_token(self, src_len: float, tgt_len: float) -> float:
         E, H, L, G = self.src_emb.embedding_dim, self.hidden, self.layers, gates(self.rnn_type)

@@ -305,12 +305,15 @@ class Transformer(NMTModel):
             x = layer(x, mask)
         return EncoderOut(self.enc_norm(x), src_mask)
 
-    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+    def features(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         enc = self.encode(src, src_mask)
         x, mask = self.embed(self.tgt_emb, tgt_in), attend_mask(src_mask)
         for layer in self.decoder:
             x = layer(x, enc.memory, mask)
-        return self.out(self.dec_norm(x))
+        return self.dec_norm(x)
+
+    def vocab_projection(self) -> nn.Linear:
+        return self.out
 
     # -- incremental decoding --------------------------------------------------------------
     def init_state(self, enc: EncoderOut) -> State:
