@@ -392,9 +392,10 @@ class Trainer:
     def _forward_loss(self, batch: Batch) -> torch.Tensor:
         # The loss applies the vocabulary projection itself and never holds the batch's logits;
         # fp16 keeps them (its gradients need the loss scale, known only in the backward pass).
-        fused = self.precision != "fp16"
+        fused = self.precision != "fp16" and self.model.has_features
         with self.autocast:
-            out = self.net(batch.src, batch.src_mask, batch.tgt_in, features=fused)
+            args = (batch.src, batch.src_mask, batch.tgt_in)
+            out = self.net(*args, features=True) if fused else self.net(*args)
             projection = self.model.vocab_projection() if fused else None
             return loss_fn(out, batch.tgt_out, self.tc.label_smoothing, projection)
 
@@ -524,8 +525,11 @@ class Trainer:
         for b in self.valid_batches:
             b = b.to(self.device)
             with self.autocast:
-                out = self.model(b.src, b.src_mask, b.tgt_in, features=True)
-                total += loss_fn(out, b.tgt_out, 0.0, self.model.vocab_projection())
+                if self.model.has_features:
+                    out = self.model(b.src, b.src_mask, b.tgt_in, features=True)
+                    total += loss_fn(out, b.tgt_out, 0.0, self.model.vocab_projection())
+                else:
+                    total += loss_fn(self.model(b.src, b.src_mask, b.tgt_in), b.tgt_out, 0.0)
             n += b.n_tokens
         total = total.item()
         row = {"loss": total / max(n, 1), "ppl": math.exp(min(total / max(n, 1), 50))}

@@ -139,4 +139,7 @@ def test_trained_rnnsearch_aligns_like_the_generator(tmp_path):
         f"AER {aer:.3f}; hard alignment agrees with the generator on {agree:.1%} of target "
         f"words ({sum(map(len, predicted))} words, {len(data)} sentences)"
     )
-    assert agree >= 0.8
+    # One training run, so one draw: seeds 1-5 gave 76-87% before the fused loss and 75-89%
+    # after it (stop 23). Linking each word to a random source word would agree on about 1 in
+    # the source length.
+    assert agree >= 0.7

@@ -86,7 +86,10 @@ def test_int8_translations_of_a_trained_model_match_fp32(tmp_path, capsys):
     inp.write_text("\n".join(src[:5]) + "\n")
     capsys.readouterr()
     assert main(["translate", str(run), "-i", str(inp), "--int8"]) == 0
-    assert capsys.readouterr().out.splitlines() == int8[:5]
+    # the same five sentences in one batch: int8 activations take one scale per batch tensor
+    # (fbgemm's dynamic quantization), so another batch may round a close call the other way
+    five = [t.text for t in translate_texts(quantize_int8(model), tok, src[:5], c.decode)]
+    assert capsys.readouterr().out.splitlines() == five
     assert main(["evaluate", str(run), "--int8", "--beam", "1"]) == 0
     assert (run / "eval_test_beam1_int8" / "scores.json").is_file()
 

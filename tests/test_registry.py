@@ -58,9 +58,12 @@ TINY_ARCH = textwrap.dedent('''
             logits = self.out(torch.cat([state["bag"], self.tgt(prev_tokens)], -1))
             return F.log_softmax(logits.float(), -1), State(state.tensors, state.step + 1), None
 
-        def forward(self, src, src_mask, tgt_in):
+        def features(self, src, src_mask, tgt_in):
             bag = self.encode(src, src_mask).final.unsqueeze(1).expand(-1, tgt_in.size(1), -1)
-            return self.out(torch.cat([bag, self.tgt(tgt_in)], -1))
+            return torch.cat([bag, self.tgt(tgt_in)], -1)
+
+        def vocab_projection(self):
+            return self.out
 
 
     @register("bag", config=BagConfig)
@@ -162,11 +165,21 @@ def test_docs_have_one_table_per_architecture():
     assert "`model.attention`" in rnn and "`model.heads`" not in rnn
 
 
-def test_a_new_architecture_is_one_file(tmp_path, monkeypatch):
+# An architecture written before `features`: it overrides `forward` (logits) alone.
+LOGITS_ONLY_ARCH = TINY_ARCH.replace(
+    "def features(self, src, src_mask, tgt_in):", "def forward(self, src, src_mask, tgt_in):"
+).replace(
+    "return torch.cat([bag, self.tgt(tgt_in)], -1)",
+    "return self.out(torch.cat([bag, self.tgt(tgt_in)], -1))",
+)
+
+
+@pytest.mark.parametrize("source", [TINY_ARCH, LOGITS_ONLY_ARCH], ids=["features", "logits-only"])
+def test_a_new_architecture_is_one_file(tmp_path, monkeypatch, source):
     """Register a tiny architecture from a file outside the package, then train, evaluate and
     translate with it like any other: no other file changes."""
     path = tmp_path / "bag_arch.py"
-    path.write_text(TINY_ARCH)
+    path.write_text(source)
     spec = importlib.util.spec_from_file_location("bag_arch", path)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "bag_arch", module)

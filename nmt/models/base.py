@@ -121,6 +121,12 @@ class NMTModel(nn.Module):
         """The last layer, features -> logits."""
         raise NotImplementedError
 
+    @property
+    def has_features(self) -> bool:
+        """Whether this architecture implements `features` and `vocab_projection`; one that
+        overrides `forward` alone still trains, on its logits."""
+        return type(self).features is not NMTModel.features
+
     def forward(
         self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, features: bool = False
     ) -> Tensor:
