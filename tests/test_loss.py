@@ -9,7 +9,7 @@ import torch
 import nmt.loss
 from nmt.data.tokenizer import PAD
 from nmt.loss import projected_cross_entropy, token_cross_entropy
-from tests.test_models import VARIANTS, V, build, decoder_input, sentences
+from test_models import VARIANTS, V, build, decoder_input, sentences
 
 
 def batch(lengths=(7, 3, 5)):
