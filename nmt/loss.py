@@ -51,7 +51,7 @@ def _chunk_loss(logits: Tensor, target: Tensor, smoothing: float, grad: bool):
     if not grad:
         return loss, None
     g = logp.exp_()
-    g.scatter_add_(1, y, torch.full_like(y, -(1 - smoothing), dtype=g.dtype))
+    g[torch.arange(g.size(0), device=g.device), target] -= 1 - smoothing  # one entry a row
     if smoothing:
         g.sub_(smoothing / g.size(1))
     return loss, g.masked_fill_(~keep.unsqueeze(1), 0)
