@@ -10,6 +10,8 @@ matmuls as autograd's, none repeated.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -18,12 +20,6 @@ from nmt.data.tokenizer import PAD
 
 # Logits per chunk: 16 MB in fp32 on a CPU; a GPU wants fewer, larger matmuls.
 CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 26}
-
-
-def _chunks(features: Tensor, vocab: int) -> range:
-    """Start rows of the chunks of [N, F] features."""
-    rows = max(1, CHUNK_ELEMENTS.get(features.device.type, 1 << 22) // vocab)
-    return range(0, features.size(0), rows)
 
 
 def token_cross_entropy(logits: Tensor, target: Tensor, smoothing: float) -> Tensor:
@@ -57,24 +53,41 @@ def _chunk_loss(logits: Tensor, target: Tensor, smoothing: float, grad: bool):
     return loss, g.masked_fill_(~keep.unsqueeze(1), 0)
 
 
-class _ProjectedCrossEntropy(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, features, weight, bias, target, smoothing):  # type: ignore[override]
-        f32 = dict(dtype=torch.float32, device=features.device)
-        loss = torch.zeros((), **f32)
+def _chunked(
+    features: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    target: Tensor,
+    smoothing: float,
+    grad: bool,
+):
+    """The summed loss of features [N, F] through the projection, a chunk of rows at a time,
+    and, with `grad`, the fp32 gradients of the loss for features, weight and bias (None for
+    an absent bias); without, None."""
+    f32 = dict(dtype=torch.float32, device=features.device)
+    loss = torch.zeros((), **f32)
+    if grad:
         grad_f = torch.empty(features.shape, **f32)
         grad_w = torch.zeros(weight.shape, **f32)
         grad_b = None if bias is None else torch.zeros(bias.shape, **f32)
-        steps = _chunks(features, weight.size(0))
-        for s in steps:
-            f, y = features[s : s + steps.step], target[s : s + steps.step]
-            part, g = _chunk_loss(F.linear(f, weight, bias).float(), y, smoothing, True)
-            loss += part
+    rows = max(1, CHUNK_ELEMENTS.get(features.device.type, 1 << 22) // weight.size(0))
+    for s in range(0, features.size(0), rows):
+        f, y = features[s : s + rows], target[s : s + rows]
+        part, g = _chunk_loss(F.linear(f, weight, bias).float(), y, smoothing, grad)
+        loss += part
+        if grad:
             # Under autocast these matmuls run in its dtype, as autograd's would.
-            grad_f[s : s + steps.step] = g @ weight
+            grad_f[s : s + rows] = g @ weight
             grad_w += g.t() @ f
             if grad_b is not None:
                 grad_b += g.sum(0)
+    return loss, ((grad_f, grad_w, grad_b) if grad else None)
+
+
+class _ProjectedCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, features, weight, bias, target, smoothing):  # type: ignore[override]
+        loss, (grad_f, grad_w, grad_b) = _chunked(features, weight, bias, target, smoothing, True)
         ctx.save_for_backward(grad_f, grad_w, *(() if grad_b is None else (grad_b,)))
         ctx.dtypes = (features.dtype, weight.dtype, None if bias is None else bias.dtype)
         return loss
@@ -99,9 +112,4 @@ def projected_cross_entropy(
         t is not None and t.requires_grad for t in (features, weight, bias)
     ):
         return _ProjectedCrossEntropy.apply(f, weight, bias, y, smoothing)
-    total = torch.zeros((), dtype=torch.float32, device=f.device)
-    steps = _chunks(f, weight.size(0))
-    for s in steps:
-        logits = F.linear(f[s : s + steps.step], weight, bias).float()
-        total += _chunk_loss(logits, y[s : s + steps.step], smoothing, False)[0]
-    return total
+    return _chunked(f, weight, bias, y, smoothing, False)[0]

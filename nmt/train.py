@@ -389,15 +389,21 @@ class Trainer:
         return old
 
     # ---------------------------------------------------------------- steps
+    def _loss(
+        self, net: torch.nn.Module, batch: Batch, smoothing: float, fused: bool
+    ) -> torch.Tensor:
+        """The batch's summed loss through `net` (the model, or its DDP wrapper); `fused`: the
+        loss applies the vocabulary projection itself and never holds the batch's logits."""
+        args = (batch.src, batch.src_mask, batch.tgt_in)
+        if fused and self.model.has_features:
+            out = net(*args, features=True)
+            return loss_fn(out, batch.tgt_out, smoothing, self.model.vocab_projection())
+        return loss_fn(net(*args), batch.tgt_out, smoothing)
+
     def _forward_loss(self, batch: Batch) -> torch.Tensor:
-        # The loss applies the vocabulary projection itself and never holds the batch's logits;
-        # fp16 keeps them (its gradients need the loss scale, known only in the backward pass).
-        fused = self.precision != "fp16" and self.model.has_features
+        # fp16 keeps the logits: its gradients need the loss scale, known only in the backward
         with self.autocast:
-            args = (batch.src, batch.src_mask, batch.tgt_in)
-            out = self.net(*args, features=True) if fused else self.net(*args)
-            projection = self.model.vocab_projection() if fused else None
-            return loss_fn(out, batch.tgt_out, self.tc.label_smoothing, projection)
+            return self._loss(self.net, batch, self.tc.label_smoothing, self.precision != "fp16")
 
     def _decide(self, **facts: Any) -> Optional[Stop]:
         """`stop_decision` on this rank's step and epoch plus the facts given."""
@@ -525,11 +531,7 @@ class Trainer:
         for b in self.valid_batches:
             b = b.to(self.device)
             with self.autocast:
-                if self.model.has_features:
-                    out = self.model(b.src, b.src_mask, b.tgt_in, features=True)
-                    total += loss_fn(out, b.tgt_out, 0.0, self.model.vocab_projection())
-                else:
-                    total += loss_fn(self.model(b.src, b.src_mask, b.tgt_in), b.tgt_out, 0.0)
+                total += self._loss(self.model, b, 0.0, fused=True)
             n += b.n_tokens
         total = total.item()
         row = {"loss": total / max(n, 1), "ppl": math.exp(min(total / max(n, 1), 50))}
