@@ -46,7 +46,10 @@ def main() -> None:
     cfg, model, tok, _ = load_model(a.run)
     use_onednn_linears(model)
     src = load_split(cfg.data, cfg.eval.split)[0][: a.n]
-    limit = max(output_limit(len(x), cfg.decode) for x in encode_inputs(tok, src, 250))
+    limit = max(
+        output_limit(len(x), cfg.decode)
+        for x in encode_inputs(tok, src, cfg.decode.max_input_tokens)
+    )
     dec = dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=limit)
 
     def nmt() -> float:
