@@ -45,8 +45,10 @@ def _check_parallel(hyps: list[str], refs: list[str], srcs: list[str] | None = N
         raise NmtError(f"cannot score: {len(srcs)} sources but {len(hyps)} hypotheses")
 
 
-METRICS = ("bleu", "chrf", "ter")  # sacreBLEU metrics a report can hold; TER: lower is better
-HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False}
+# sacreBLEU metrics a report can hold; TER: lower is better. bleu_lc is BLEU with sacreBLEU's -lc,
+# the scoring of the anchors that lowercase (e.g. the Multi30k notebooks' tokenized, lowercased BLEU).
+METRICS = ("bleu", "chrf", "ter", "bleu_lc")
+HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False, "bleu_lc": True}
 DEFAULT_METRICS = ("bleu", "chrf")
 
 
@@ -54,6 +56,8 @@ def make_metric(name: str) -> Metric:
     """A sacreBLEU metric with its default settings (the ones the signature records)."""
     if name not in METRICS:
         raise NmtError(f"unknown metric '{name}'; expected one of {', '.join(METRICS)}")
+    if name == "bleu_lc":
+        return BLEU(lowercase=True)
     return {"bleu": BLEU, "chrf": CHRF, "ter": TER}[name]()
 
 

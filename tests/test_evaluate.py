@@ -53,6 +53,18 @@ def test_corpus_scores_match_sacrebleu(corpus):
     assert scores["chrf_signature"].startswith("nrefs:1")
 
 
+def test_lowercased_bleu_is_sacrebleus_lc_with_its_own_signature(corpus):
+    _, hyps, refs = corpus
+    shouted = [h.upper() for h in hyps]
+    scores = corpus_scores(shouted, refs, ("bleu", "bleu_lc"))
+    assert scores["bleu_lc"] == pytest.approx(
+        sacrebleu.corpus_bleu(shouted, [refs], lowercase=True).score
+    )
+    assert scores["bleu_lc"] == pytest.approx(corpus_scores(hyps, refs)["bleu"])
+    assert scores["bleu"] < scores["bleu_lc"]
+    assert "case:lc" in scores["bleu_lc_signature"] and "case:mixed" in scores["signature"]
+
+
 def test_perfect_hypotheses_score_100(corpus):
     _, _, refs = corpus
     scores = corpus_scores(refs, refs)
