@@ -26,7 +26,8 @@ import torch
 from tqdm import tqdm
 
 from nmt.checkpoint import load_checkpoint, model_payload, save_checkpoint, tokenizer_payload
-from nmt.config import Config, TrainConfig, to_dict
+from nmt.config import Config, TrainConfig
+from nmt.config.load import to_dict
 from nmt.data.batching import Batch, BucketBatcher
 from nmt.data.tokenizer import Tokenizer
 from nmt.distributed import (

@@ -15,7 +15,7 @@ import yaml
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import main
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.train import Trainer, duration
 
 MODEL = {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64}

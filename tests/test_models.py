@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.config import model_config
+from nmt.config.load import model_config
 from nmt.errors import NmtError
 from nmt.models import EncoderOut, NMTModel, build_model
 from nmt.models.seq2seq import reverse_tokens

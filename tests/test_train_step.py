@@ -13,7 +13,7 @@ import torch
 
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.train import Trainer, strict_json
 
 sys.path.insert(0, str(Path(__file__).parent))
