@@ -40,8 +40,7 @@ from nmt.distributed import (
 )
 from nmt.errors import NmtError
 from nmt.loss import projected_cross_entropy, token_cross_entropy
-from nmt.models.base import NMTModel
-from nmt.models.rnn import host_lengths
+from nmt.models.base import NMTModel, host_lengths
 from nmt.precision import autocast_for, cpu_has_bf16, resolve_precision, set_tf32  # noqa: F401
 from nmt.run_dir import RunDir
 from nmt.stopping import STOP_CODES, Stop, early_stop_reason, oom_advice, stop_decision
