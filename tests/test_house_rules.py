@@ -44,7 +44,8 @@ STAGES = [
     (
         "train helpers",
         ["nmt.config.load", "nmt.config.docs", "nmt.config.__main__", "nmt.run_dir", "nmt.loss"]
-        + ["nmt.stopping", "nmt.schedule", "nmt.rng", "nmt.train_log", "nmt.checkpoint"],
+        + ["nmt.stopping", "nmt.stop_agreement", "nmt.schedule", "nmt.rng", "nmt.checkpoint"]
+        + ["nmt.train_log", "nmt.train_clock", "nmt.train_step", "nmt.train_checkpoint"],
     ),
     ("train", ["nmt.train", "nmt.finetune"]),
     ("decode", ["nmt.decode", "nmt.inference", "nmt.pieces", "nmt.unknown_words"]),
@@ -99,7 +100,8 @@ def stage_of(module: str) -> int:
         (len(prefix), i)
         for i, (_, prefixes) in enumerate(STAGES)
         for prefix in prefixes
-        if module == prefix or module.startswith(prefix + ".")
+        # "nmt" places the package's own __init__, not everything under it
+        if module == prefix or (module.startswith(prefix + ".") and prefix != "nmt")
     ]
     assert matches, f"{module} has no stage: place it in STAGES in {Path(__file__).name}"
     return max(matches)[1]

@@ -163,7 +163,10 @@ class TrainConfig:
     max_steps: int = opt(0, "stop after this many optimiser steps (0 = no limit)", lo=0)
     max_epochs: int = opt(0, "stop after this many epochs (0 = no limit)", lo=0)
     max_minutes: float = opt(
-        0.0, "wall-clock budget in minutes; stops cleanly with a checkpoint (0 = no limit)", lo=0.0
+        0.0,
+        "wall-clock budget in minutes of this run's training (a resumed run gets it afresh); "
+        "stops cleanly with a checkpoint (0 = no limit)",
+        lo=0.0,
     )
     precision: Literal["auto", "fp32", "bf16", "fp16"] = opt(
         "auto",
