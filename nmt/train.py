@@ -76,6 +76,9 @@ def resolve_device(cfg: TrainConfig) -> torch.device:
 
 
 class Trainer:
+    """Trains `model` on the batcher's epochs until a stop reason, validating every
+    `train.valid_every` steps and checkpointing into the run directory."""
+
     def __init__(
         self,
         cfg: Config,

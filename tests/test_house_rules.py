@@ -189,3 +189,9 @@ def test_no_module_in_nmt_is_longer_than_450_lines():
     }
     long = {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES and p not in NOT_YET_SPLIT}
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"
+
+
+def test_the_trainer_is_a_loop_of_at_most_250_lines():
+    tree = ast.parse((REPO / "nmt" / "train.py").read_text(encoding="utf-8"))
+    (trainer,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Trainer"]
+    assert trainer.end_lineno - trainer.lineno + 1 <= 250
