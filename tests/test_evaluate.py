@@ -198,6 +198,7 @@ def test_scoring_and_reporting_do_not_pull_in_torch():
         "nmt.files",
         "nmt.report",
         "nmt.run_dir",
+        "nmt.version",
     ]
 
 
