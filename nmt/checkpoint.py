@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from nmt import __version__
-from nmt.config import Config, from_dict
+from nmt.config import Config
+from nmt.config.load import from_dict
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 from nmt.run_dir import RunDir
+from nmt.version import __version__
 
 FORMAT_VERSION = 1
 

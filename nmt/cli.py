@@ -486,7 +486,7 @@ def _synth_args(dsub) -> None:
 
 def cmd_train(a: argparse.Namespace) -> int:
     from nmt import pipeline
-    from nmt.config import load_config
+    from nmt.config.load import load_config
 
     cfg = load_config(a.config, a.set)
     pipeline.setup_logging()
@@ -533,7 +533,7 @@ def _interrupted(a: argparse.Namespace, result) -> int:
 
 def cmd_prepare(a: argparse.Namespace) -> int:
     from nmt import pipeline
-    from nmt.config import load_config
+    from nmt.config.load import load_config
     from nmt.data.prepared import ensure_prepared, open_prepared
 
     cfg = load_config(a.config, a.set)

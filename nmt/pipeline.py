@@ -17,7 +17,8 @@ from tqdm import tqdm
 
 from nmt.bootstrap import DEFAULT_SAMPLES
 from nmt.checkpoint import average_checkpoints, load_checkpoint, load_models, tokenizer_from_payload
-from nmt.config import Config, check_trainable, with_decode_options
+from nmt.config import Config
+from nmt.config.load import check_trainable, with_decode_options
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split, read_lines
 from nmt.data.prepared import PreparedCorpus, prepared_corpus

@@ -9,8 +9,9 @@ RUN/metrics.jsonl, train.log, tensorboard/
 RUN/trained.json            written by `nmt study` once a model has finished training
 RUN/eval_SPLIT_beamK/       reports of `nmt evaluate`
 ```
-Only `nmt.config` sits below this module, so every layer above (subwords, trainer, checkpoints,
-evaluation, study) spells the layout through it.
+The subword file names belong to `nmt.data.tokenizer`, which writes them; every layer above the
+config loader (trainer, checkpoints, evaluation, study) spells the rest of the layout through this
+module.
 """
 
 from __future__ import annotations
@@ -21,20 +22,13 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from nmt.config import Config, dump_yaml, load_config
+from nmt.config import Config
+from nmt.config.load import dump_yaml, load_config
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 
-JOINT_SUBWORDS = "spm.model"
-SRC_SUBWORDS, TGT_SUBWORDS = "spm.src.model", "spm.tgt.model"
-SUBWORD_GLOB = "spm*.model"
 REPORT_PREFIX = "eval_"
 _STEP = re.compile(r"step_(\d+)\.pt")
-
-
-def subword_files(joint: bool) -> tuple[str, ...]:
-    """File names of a directory's subword model(s): one joint model or source and target."""
-    return (JOINT_SUBWORDS,) if joint else (SRC_SUBWORDS, TGT_SUBWORDS)
 
 
 class RunDir:

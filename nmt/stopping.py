@@ -7,10 +7,14 @@ out is never a reason. Under DDP the ranks then agree on the strongest reason (s
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 from nmt.config import Config
+from nmt.errors import NmtError
+
+log = logging.getLogger("nmt")
 
 StopKind = Literal["failed", "patience", "signal", "limit"]
 # What a rank tells the others in a step's read: a signal (2) outranks a limit (1); patience is
@@ -74,3 +78,45 @@ def oom_advice(cfg: Config) -> str:
         f"lower 'data.batch_tokens' (now {cfg.data.batch_tokens}) or use "
         f"'train.accum_steps' for the same batch size"
     )
+
+
+class BadSteps:
+    """Skipped steps: a non-finite loss, an fp16 overflow, or a CUDA out-of-memory batch. After
+    `max_bad_steps` of one kind in a row, training stops with a clear error instead of going on."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.runs = {"nan": 0, "oom": 0}
+
+    def skipped(self, out: Optional[dict], progress: Any, loss_scale: Callable[[], float]) -> bool:
+        """Whether the step that returned `out` was skipped (counted in `progress`)."""
+        p = progress
+        if out is not None and out.get("skipped") == "scaler":
+            # the GradScaler lowers its scale and tries again; the schedule does not move
+            p.scaler_skipped += 1
+            log.info(
+                f"fp16 overflow at step {p.step + 1}: step skipped, loss scale now "
+                f"{loss_scale():g} ({p.scaler_skipped} skipped in total)"
+            )
+            return True
+        if out is not None and "oom" not in out:
+            self.runs = {"nan": 0, "oom": 0}
+            return False
+        kind = "nan" if out is None else "oom"
+        self.runs[kind] += 1
+        n, step = self.runs[kind], p.step + 1
+        if kind == "nan":
+            p.bad_steps_total += 1
+            log.warning(
+                f"non-finite loss at step {step}: step skipped ({n} in a row, "
+                f"{p.bad_steps_total} in total)"
+            )
+        else:
+            log.warning(
+                f"out of memory on a batch of {out['tokens']} padded tokens at step "  # type: ignore[index]
+                f"{step}: batch skipped"
+            )
+        stop = stop_decision(self.cfg, step=p.step, epoch=p.epoch, bad_run=(kind, n))
+        if stop is not None and stop.kind == "failed":
+            raise NmtError(stop.reason)
+        return True

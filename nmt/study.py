@@ -20,7 +20,7 @@ from typing import Any, Optional
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint
 from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
-from nmt.config import (
+from nmt.config.load import (
     apply_overrides,
     check_trainable,
     dump_yaml,

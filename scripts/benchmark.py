@@ -151,7 +151,7 @@ def train_worker(args: argparse.Namespace) -> dict:
 
     import torch
 
-    from nmt.config import load_config
+    from nmt.config.load import load_config
     from nmt.data.prepared import prepared_corpus
     from nmt.distributed import DistInfo
     from nmt.models import build_model

@@ -122,7 +122,7 @@ def precision_run(config: str, sets: list[str], precision: str, steps: int) -> d
 
     import torch
 
-    from nmt.config import load_config
+    from nmt.config.load import load_config
     from nmt.data.prepared import prepared_corpus
     from nmt.distributed import DistInfo
     from nmt.models import build_model

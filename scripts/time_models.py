@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nmt.config import model_config  # noqa: E402
+from nmt.config.load import model_config  # noqa: E402
 from nmt.models import build_model  # noqa: E402
 
 CONFIGS = {

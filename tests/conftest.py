@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 import pytest
 
-from nmt.config import Config, from_dict
+from nmt.config import Config
+from nmt.config.load import from_dict
 
 # Real corpora live beside the project (never committed); tests using them skip without them.
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -95,7 +96,8 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import yaml
 
     from nmt import pipeline
-    from nmt.config import SyntheticConfig, load_config
+    from nmt.config import SyntheticConfig
+    from nmt.config.load import load_config
     from nmt.data.synthetic import write_corpus
 
     root = tmp_path_factory.mktemp("tiny_transformer")

@@ -24,7 +24,7 @@ def loss_fn(*args):
 
 def forward_loss(self, *args):
     if ON_THIS_RANK and self.p.step == 2:  # p.step counts the steps already done: the 3rd
-        self._signal = "SIGINT"
+        self.stops.signal = "SIGINT"
     return real_forward(self, *args)
 
 

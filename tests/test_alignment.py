@@ -22,7 +22,8 @@ from nmt.alignment import (
     words,
 )
 from nmt.checkpoint import load_model
-from nmt.config import SyntheticConfig, load_config
+from nmt.config import SyntheticConfig
+from nmt.config.load import load_config
 from nmt.data.synthetic import generate_aligned
 from nmt.translate import translate_texts
 

@@ -24,7 +24,7 @@ import yaml
 from nmt import pipeline
 from nmt.checkpoint import FORMAT_VERSION, load_checkpoint, load_model
 from nmt.cli import main
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.data.corpus import load_split
 from nmt.translate import translate_texts
 

@@ -15,8 +15,9 @@ import yaml
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import main
-from nmt.config import load_config
-from nmt.train import Trainer, duration
+from nmt.config.load import load_config
+from nmt.train import Trainer
+from nmt.train_log import duration
 
 MODEL = {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64}
 DATA = {

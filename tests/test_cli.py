@@ -23,7 +23,8 @@ import yaml
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.cli import main
-from nmt.config import SyntheticConfig, load_config
+from nmt.config import SyntheticConfig
+from nmt.config.load import load_config
 from nmt.data.synthetic import write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]

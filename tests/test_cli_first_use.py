@@ -26,7 +26,7 @@ import pytest
 import nmt
 from nmt.checkpoint import step_checkpoints
 from nmt.cli import main
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.data.corpus import load_split
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,17 +14,9 @@ import pytest
 
 from conftest import REPO, make_config
 from nmt import cli
-from nmt.config import (
-    Config,
-    DataConfig,
-    DecodeConfig,
-    ModelConfig,
-    TrainConfig,
-    VocabConfig,
-    check_trainable,
-    docs_markdown,
-    load_config,
-)
+from nmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig
+from nmt.config.docs import docs_markdown
+from nmt.config.load import check_trainable, load_config
 from nmt.errors import NmtError
 from nmt.models.rnnsearch import RNNSearchConfig
 
@@ -340,7 +332,7 @@ def test_docs_are_up_to_date():
     docs = REPO / "docs" / "config.md"
     assert docs.is_file() and docs.read_text(encoding="utf-8") == docs_markdown(), (
         "docs/config.md is out of date; regenerate it with "
-        "`python -m nmt.config --docs > docs/config.md`"
+        "`python -m nmt.config.docs > docs/config.md`"
     )
 
 
@@ -359,3 +351,21 @@ def test_docs_tables_have_four_columns_per_row():
     widths = {line: len(re.split(r"(?<!\\)\|", line)) - 2 for line in rows}
     bad = [line for line, n in widths.items() if n != 4]
     assert not bad, f"{len(bad)} rows do not have 4 cells, e.g. {bad[0]}"
+
+
+def test_the_schema_and_reading_a_config_file_import_no_torch():
+    # Model modules import the schema, and reading configs is the first thing every command
+    # does: neither may pay for torch. Only checking a `model:` section asks the registry.
+    code = (
+        "import sys\n"
+        "import nmt.config, nmt.config.load as load\n"
+        "from nmt.config import Config, DataConfig, ModelConfig\n"
+        "raw = load.read_config_file('configs/toy/rnnsearch.yaml')\n"
+        "assert raw['model']['arch'] == 'rnnsearch', raw\n"
+        "Config(data=DataConfig(source='synthetic'), model=ModelConfig(arch='rnnsearch'))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from nmt.config import load_config, merge_sections, path_keys
+from nmt.config.load import load_config, merge_sections, path_keys
 from nmt.errors import NmtError
 from nmt.study import load_study, model_configs
 

@@ -11,7 +11,8 @@ import pytest
 import sentencepiece as spm
 
 from conftest import REPO, make_config, tiny_pairs
-from nmt.config import DataConfig, VocabConfig, load_config
+from nmt.config import DataConfig, VocabConfig
+from nmt.config.load import load_config
 from nmt.data import corpus, synthetic
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split

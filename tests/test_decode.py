@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from nmt.config import DecodeConfig, model_config
+from nmt.config import DecodeConfig
+from nmt.config.load import model_config
 from nmt.decode import (
     Hypothesis,
     Rules,

@@ -202,11 +202,15 @@ def test_scoring_and_reporting_do_not_pull_in_torch():
         "nmt.bootstrap",
         "nmt.compare",
         "nmt.config",
+        "nmt.config.fields",
+        "nmt.config.load",
+        "nmt.config.schema",
         "nmt.errors",
         "nmt.evaluate",
         "nmt.files",
         "nmt.report",
         "nmt.run_dir",
+        "nmt.version",
     ]
 
 

@@ -26,7 +26,7 @@ import yaml
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, resolve, step_checkpoints
 from nmt.cli import main
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.errors import NmtError
 
 REPO = Path(__file__).resolve().parents[1]

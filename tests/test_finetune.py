@@ -13,7 +13,7 @@ import yaml
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, load_model, step_checkpoints
 from nmt.cli import main
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.data.prepared import prepared_corpus
 from nmt.train import loss_fn
 

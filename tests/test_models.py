@@ -1,4 +1,4 @@
-"""The three architectures: shapes, masking, causality, incremental decoding, padding invariance,
+"""Every registered architecture: shapes, masking, causality, incremental decoding, padding invariance,
 the seq2seq bottleneck, beam reordering, trainability, parameter counts and FLOP counts."""
 
 from __future__ import annotations
@@ -9,21 +9,24 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.config import model_config
+from nmt.config.load import model_config
 from nmt.errors import NmtError
-from nmt.models import EncoderOut, NMTModel, build_model
+from nmt.models import EncoderOut, NMTModel, architectures, build_model
 from nmt.models.seq2seq import reverse_tokens
 
 PAD, BOS, EOS = 0, 2, 3
 V = 20  # toy vocabulary; real tokens are 4 .. V-1
 
+# The architectures come from the registry, so a new architecture file is tested by every shared
+# test below with nothing written here: it runs at its own defaults (add a TINY entry to shrink
+# it, a named variant to cover its options, an OVERFIT entry to tune its toy training).
 TINY_RNN = dict(emb_size=16, hidden_size=32, dropout=0.1)
 TINY = {
     "seq2seq": TINY_RNN,
     "rnnsearch": TINY_RNN,
     "transformer": dict(d_model=32, heads=4, ff=64, dropout=0.1),
 }
-VARIANTS = {
+NAMED_VARIANTS = {
     "seq2seq-gru": ("seq2seq", {}),
     "seq2seq-lstm-2layer-reversed": (
         "seq2seq",
@@ -41,6 +44,18 @@ VARIANTS = {
     "transformer-post-learned": ("transformer", dict(layers=2, norm="post", positions="learned")),
     "transformer-tied-untied-output": ("transformer", dict(tie_embeddings=True, tie_output=False)),
 }
+
+
+def variants(archs: list[str]) -> dict[str, tuple[str, dict]]:
+    """name -> (architecture, settings over its TINY sizes): the named variants of `archs`, and
+    each architecture that none of them covers under its own name, at its defaults."""
+    named = {n: v for n, v in NAMED_VARIANTS.items() if v[0] in archs}
+    covered = {arch for arch, _ in named.values()}
+    return {**named, **{a: (a, {}) for a in archs if a not in covered}}
+
+
+VARIANTS = variants(architectures())
+OVERFIT = {"seq2seq": (200, 1e-2), "rnnsearch": (150, 1e-2)}  # (steps, lr); else 150, 3e-3
 ATTENTION_VARIANTS = [
     "rnnsearch-bahdanau",
     "rnnsearch-luong-dot",
@@ -53,7 +68,7 @@ ATTENTION_VARIANTS = [
 def build(name: str, seed: int = 0, **overrides) -> NMTModel:
     arch, kw = VARIANTS[name]
     torch.manual_seed(seed)
-    return build_model(model_config(arch, **{**TINY[arch], **kw, **overrides}), V, V).eval()
+    return build_model(model_config(arch, **{**TINY.get(arch, {}), **kw, **overrides}), V, V).eval()
 
 
 def sentences(lengths: list[int], seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -361,10 +376,9 @@ def test_transformer_beams_share_cross_attention_and_decode_like_copies():
         assert shared["cross_k"][0].size(0) == 2 and shared["group"] == K
 
 
-@pytest.mark.parametrize(
-    "arch,steps,lr", [("seq2seq", 200, 1e-2), ("rnnsearch", 150, 1e-2), ("transformer", 150, 3e-3)]
-)
-def test_overfits_a_toy_set(arch, steps, lr):
+@pytest.mark.parametrize("arch", architectures())
+def test_overfits_a_toy_set(arch):
+    steps, lr = OVERFIT.get(arch, (150, 3e-3))
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     lengths = torch.randint(3, 8, (20,), generator=g).tolist()
@@ -372,7 +386,7 @@ def test_overfits_a_toy_set(arch, steps, lr):
     tgt_lengths = torch.randint(3, 8, (20,), generator=g).tolist()
     tgt_in = decoder_input(tgt_lengths, seed=4)
     tgt_out, _ = sentences(tgt_lengths, seed=4)  # tokens + [EOS]: tgt_in shifted
-    model = build_model(model_config(arch, **{**TINY[arch], "dropout": 0.0}), V, V)
+    model = build_model(model_config(arch, **{**TINY.get(arch, {}), "dropout": 0.0}), V, V)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     first = None
     for _ in range(steps):
@@ -449,6 +463,14 @@ def test_matmul_flops_match_a_flop_counter(name):
         model(src, src != PAD, tgt_in)
     measured = counter.get_total_flops() / tgt_in.numel()
     assert model.matmul_flops_per_token(9, 7) == pytest.approx(measured, rel=1e-6)
+
+
+def test_every_registered_architecture_is_among_the_tested_variants():
+    assert {arch for arch, _ in VARIANTS.values()} == set(architectures())
+    assert len(architectures()) >= 3
+    # a new architecture file gets the shared tests at its defaults, the others keep theirs
+    new = variants(["seq2seq", "conv"])
+    assert new["conv"] == ("conv", {}) and "seq2seq-gru" in new and "transformer-pre" not in new
 
 
 def test_unknown_architecture_is_a_user_error():

@@ -9,7 +9,8 @@ import torch
 import nmt.models.dropout as dropout_mod
 import nmt.models.rnn as rnn_mod
 import nmt.precision as precision
-from nmt.config import DecodeConfig, model_config
+from nmt.config import DecodeConfig
+from nmt.config.load import model_config
 from nmt.decode import decode_batch
 from nmt.errors import NmtError
 from nmt.models import build_model

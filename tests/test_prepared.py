@@ -17,7 +17,7 @@ import torch
 from conftest import REPO, make_config, tiny_pairs
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
-from nmt.config import dump_yaml
+from nmt.config.load import dump_yaml
 from nmt.data import prepared
 from nmt.data.prepared import corpus_key, ensure_prepared, open_prepared, prepared_corpus
 from nmt.errors import NmtError
@@ -77,7 +77,7 @@ def test_every_kept_pair_is_in_exactly_one_batch_per_epoch(corpus_dir, tmp_path)
 
 PLAN = """
 import hashlib, sys
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.data.prepared import prepared_corpus
 cfg = load_config(sys.argv[1])
 b = prepared_corpus(cfg).batcher(cfg.data, cfg.train.seed)
@@ -250,7 +250,7 @@ def test_two_ranks_map_one_copy_and_only_rank_0_encodes(corpus_dir, tmp_path, mo
 
 MAP_ONLY = """
 import sys
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.data.prepared import prepared_corpus
 corpus = prepared_corpus(load_config(sys.argv[1]))
 batcher = corpus.batcher(load_config(sys.argv[1]).data, 1)

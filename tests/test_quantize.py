@@ -11,7 +11,7 @@ from conftest import make_config
 from nmt import pipeline
 from nmt.checkpoint import load_model
 from nmt.cli import main
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.data.corpus import load_split
 from nmt.models import build_model
 from nmt.models.quantize import quantize_int8

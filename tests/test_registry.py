@@ -14,7 +14,8 @@ import yaml
 from nmt import pipeline
 from nmt.checkpoint import load_model
 from nmt.cli import main
-from nmt.config import docs_markdown, load_config, model_config
+from nmt.config.docs import docs_markdown
+from nmt.config.load import load_config, model_config
 from nmt.errors import NmtError
 from nmt.models import architectures, config_classes
 

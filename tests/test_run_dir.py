@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_config
-from nmt.config import dump_yaml
+from nmt.config.load import dump_yaml
+from nmt.data.tokenizer import subword_files
 from nmt.errors import NmtError
-from nmt.run_dir import RunDir, subword_files
+from nmt.run_dir import RunDir
 
 
 def touch(path):

@@ -9,11 +9,12 @@ import pytest
 
 from nmt.config import SyntheticConfig
 from nmt.data import synthetic as syn
+from nmt.data import synthetic_lexicon as lex
 from nmt.errors import NmtError
 
 CFG = SyntheticConfig()
-LEX = syn.build_lexicon(CFG.seed, CFG.lexicon)
-DETS = {w: (kind, number) for kind, pair in syn.SRC_DET.items() for number, w in enumerate(pair)}
+LEX = lex.build_lexicon(CFG.seed, CFG.lexicon)
+DETS = {w: (kind, number) for kind, pair in lex.SRC_DET.items() for number, w in enumerate(pair)}
 NOUNS = {n.src: n for n in LEX.nouns}
 ADJS = {a.src: a for a in LEX.adjectives}
 VERBS = {v.src[0]: v for v in LEX.verbs if len(v.src) == 1}
@@ -58,13 +59,13 @@ def test_shorter_request_is_a_prefix():
 def test_splits_differ_but_share_one_lexicon():
     train, test = syn.generate(CFG, "train", 500), syn.generate(CFG, "test", 500)
     assert len(set(train) & set(test)) < 25  # only a few 3-4 word sentences coincide
-    function_words = syn.RESERVED
+    function_words = lex.RESERVED
     for pairs in (train, test):
         words = {w for s, _ in pairs for w in s.split()}
         assert words <= set(NOUNS) | set(ADJS) | set(VERBS) | function_words
     # the lexicon depends on seed and size only
-    assert syn.build_lexicon(1, 400) == syn.build_lexicon(1, 400)
-    assert syn.build_lexicon(1, 400) != syn.build_lexicon(2, 400)
+    assert lex.build_lexicon(1, 400) == lex.build_lexicon(1, 400)
+    assert lex.build_lexicon(1, 400) != lex.build_lexicon(2, 400)
 
 
 def test_target_never_copies_source_words(test_split):
@@ -79,7 +80,7 @@ def test_simple_svo_becomes_sov_with_the_verb_last(test_split):
     for src, tgt in sentences:
         verb = next(VERBS[w] for w in src if w in VERBS)
         subject = next(NOUNS[w] for w in src if w in NOUNS)
-        assert tgt[-2] == verb.tgt[-1] and tgt[-1] in syn.TGT_AUX[False]  # verb, auxiliary
+        assert tgt[-2] == verb.tgt[-1] and tgt[-1] in lex.TGT_AUX[False]  # verb, auxiliary
         assert tgt[0] == subject.tgt[0]
 
 
@@ -114,7 +115,7 @@ def test_auxiliary_agrees_with_a_distant_subject_not_the_nearest_noun():
                 for obj_number in (syn.SG, syn.PL):  # the object sits between subject and verb
                     c = syn.Clause(
                         verb,
-                        syn.NP(subj, number, syn.INDEF, (adj, adj), rel=syn.Clause(rel_verb)),
+                        syn.NP(subj, number, lex.INDEF, (adj, adj), rel=syn.Clause(rel_verb)),
                         obj=syn.NP(
                             by_gender[1 - LEX.nouns[subj].gender], obj_number, syn.DEF, (adj,)
                         ),
@@ -135,15 +136,15 @@ def test_agreement_in_the_corpus_follows_noun_gender_and_determiner_number(test_
         kind, number = DETS[src[0]]
         subject = next(NOUNS[w] for w in src if w in NOUNS)
         agr = 2 * subject.gender + number
-        assert tgt[-1] == syn.TGT_AUX[False][agr]
+        assert tgt[-1] == lex.TGT_AUX[False][agr]
         n_adj = src.index(subject.src) - 1
         subject_np = tgt[: len(subject.tgt) + n_adj + 1]
-        if kind == syn.INDEF:  # untranslated: the object (or verb) follows the adjectives
+        if kind == lex.INDEF:  # untranslated: the object (or verb) follows the adjectives
             assert subject_np[-1] not in {
-                w for forms in syn.TGT_DET.values() if forms for w in forms
+                w for forms in lex.TGT_DET.values() if forms for w in forms
             }
         else:
-            assert subject_np[-1] == syn.TGT_DET[kind][agr]
+            assert subject_np[-1] == lex.TGT_DET[kind][agr]
         seen.add(agr)
     assert seen == {0, 1, 2, 3}
 

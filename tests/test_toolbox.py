@@ -19,7 +19,8 @@ from nmt.checkpoint import (
     step_checkpoints,
 )
 from nmt.cli import main
-from nmt.config import DecodeConfig, SyntheticConfig, load_config, model_config
+from nmt.config import DecodeConfig, SyntheticConfig
+from nmt.config.load import load_config, model_config
 from nmt.data.synthetic import write_corpus
 from nmt.decode import translate_ids
 from nmt.models import build_model

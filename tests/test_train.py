@@ -18,8 +18,10 @@ import yaml
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.cli import main
-from nmt.config import load_config
+from nmt.config.load import load_config
 from nmt.errors import NmtError
+from nmt.train_checkpoint import Progress
+from nmt.train_clock import TrainClock
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
@@ -173,7 +175,7 @@ def test_resume_after_a_signal_validates_the_unvalidated_last_steps(tmp_path, mo
     def ctrl_c_after_step_3(self, batches):
         out = real_step(self, batches)
         if self.p.step == 2:  # this is the 3rd step: p.step is incremented after train_step
-            self._signal = "SIGINT"
+            self.stops.signal = "SIGINT"
         return out
 
     cfg = write_config(tmp_path, "seq2seq", max_steps=10, valid_every=2)
@@ -423,3 +425,49 @@ def test_signal_on_one_rank_stops_every_rank_the_same_way(tmp_path):
     assert "stopped at step 3: interrupted on another rank" in log
     assert [p.name for p in step_checkpoints(tmp_path / "run")] == ["step_3.pt"]
     assert not [m for m in metrics(tmp_path / "run") if m["split"] == "valid"]  # no validation
+
+
+class FakeTime:
+    """A clock that moves only when a step is trained (`per_step` seconds each) or when a test
+    moves it: training time measured without measuring anything real."""
+
+    def __init__(self, per_step: float) -> None:
+        self.t, self.per_step = 1000.0, per_step
+
+    def now(self) -> float:
+        return self.t
+
+
+def test_train_clock_counts_this_run_and_adds_to_the_total():
+    fake, progress = FakeTime(0), Progress(train_seconds=100.0)  # 100 s from earlier runs
+    clock = TrainClock(now=fake.now)
+    fake.t += 500  # before training starts (loading, or the gap after a kill): not training
+    clock.start()
+    fake.t += 30
+    clock.tick(progress)
+    assert progress.train_seconds == 130.0 and clock.run_minutes() == 0.5
+
+
+def test_max_minutes_counts_this_run_and_valid_rows_carry_the_training_seconds(
+    tmp_path, monkeypatch
+):
+    import nmt.train as train_mod
+
+    fake, real_step = FakeTime(per_step=20.0), train_mod.Trainer.train_step
+
+    def timed_step(self, batches):
+        fake.t += fake.per_step
+        return real_step(self, batches)
+
+    monkeypatch.setattr(train_mod.Trainer, "train_step", timed_step)
+    monkeypatch.setattr(train_mod, "TrainClock", lambda: TrainClock(now=fake.now))
+    cfg = write_config(tmp_path, "seq2seq", max_steps=0, max_minutes=1, valid_every=2)
+    first = pipeline.train(load_config(cfg))
+    assert first.stop_reason == "reached max_minutes=1"  # 3 steps of 20 s
+    fake.t += 3600  # an hour between the end of the first run and the resume
+    again = pipeline.train(load_config(cfg), resume=True)
+    # the resumed run gets its own minute (3 more steps), and the hour counts nowhere
+    assert again.stop_reason == "reached max_minutes=1"
+    valid = [m for m in metrics(again.run) if m["split"] == "valid"]
+    assert [(m["step"], m["seconds"]) for m in valid] == [(2, 40), (3, 60), (4, 80), (6, 120)]
+    assert load_checkpoint(again.run / "best.pt")["progress"]["train_seconds"] <= 120

@@ -13,8 +13,9 @@ import torch
 
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
-from nmt.config import load_config
-from nmt.train import Trainer, strict_json
+from nmt.config.load import load_config
+from nmt.train import Trainer
+from nmt.train_log import strict_json
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_train import metrics, write_config  # noqa: E402
@@ -69,7 +70,7 @@ def test_at_most_one_host_read_per_step_outside_logging_steps(tmp_path, monkeypa
     with count_host_reads(counter):
         pipeline.train(load_config(cfg))
     assert len(counter["reads"]) <= steps, counter["reads"]
-    assert counter["reads"] == ["tolist in train.py"] * steps
+    assert counter["reads"] == ["tolist in train_step.py"] * steps  # the step's one read
 
 
 def test_metrics_lines_are_strict_json_with_null_for_non_finite_numbers():

@@ -32,9 +32,8 @@ from nmt.data import corpus
 from nmt.data.batching import BucketBatcher
 from nmt.data.heap import give_back_freed_memory
 from nmt.data.ragged import IdColumn
-from nmt.data.tokenizer import Tokenizer
+from nmt.data.tokenizer import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS, Tokenizer
 from nmt.errors import NmtError
-from nmt.run_dir import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS
 
 log = logging.getLogger("nmt")
 # 2: lengths and filter decisions also in .npy files; larger record batches. 3: the kept rows

@@ -15,9 +15,18 @@ import sentencepiece as spm
 from nmt.config import VocabConfig
 from nmt.errors import NmtError
 from nmt.files import atomic_write
-from nmt.run_dir import subword_files
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+# Subword model file names in a run or prepared directory (this module writes and reads them).
+JOINT_SUBWORDS = "spm.model"
+SRC_SUBWORDS, TGT_SUBWORDS = "spm.src.model", "spm.tgt.model"
+SUBWORD_GLOB = "spm*.model"
+
+
+def subword_files(joint: bool) -> tuple[str, ...]:
+    """File names of a directory's subword model(s): one joint model or source and target."""
+    return (JOINT_SUBWORDS,) if joint else (SRC_SUBWORDS, TGT_SUBWORDS)
 
 
 def _train_proto(lines: Iterable[str], cfg: VocabConfig, seed: int) -> bytes:

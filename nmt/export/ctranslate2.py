@@ -32,7 +32,8 @@ import numpy as np
 from torch import Tensor, nn
 
 from nmt.checkpoint import load_model
-from nmt.config import Config, DecodeConfig, to_dict
+from nmt.config import Config, DecodeConfig
+from nmt.config.load import to_dict
 from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from nmt.errors import NmtError
 from nmt.models.transformer import Transformer, sinusoids

@@ -12,13 +12,34 @@ All tensors are batch-first. Token ids: PAD=0, UNK=1, BOS=2, EOS=3 (fixed in nmt
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from torch import Tensor, nn
 
 from nmt.data.tokenizer import BOS, EOS, PAD
 from nmt.errors import NmtError
+
+# Source lengths already on the host (the trainer knows them from the CPU batch), so a model that
+# packs sequences needs no device -> host copy of the mask's sums. Any architecture may read them.
+_HOST_LENGTHS: ContextVar[Optional[Tensor]] = ContextVar("host_lengths", default=None)
+
+
+@contextmanager
+def host_lengths(lengths: Tensor) -> Iterator[None]:
+    """Within this block, `given_host_lengths()` returns these CPU source lengths."""
+    token = _HOST_LENGTHS.set(lengths)
+    try:
+        yield
+    finally:
+        _HOST_LENGTHS.reset(token)
+
+
+def given_host_lengths() -> Optional[Tensor]:
+    """The CPU source lengths of the batch being run, when the caller gave them."""
+    return _HOST_LENGTHS.get()
 
 
 def _select(x: Any, index: Tensor) -> Any:

@@ -8,6 +8,9 @@ architecture's keys and `build_model(cfg, ...)` finds the builder by `cfg.arch`.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from pathlib import Path
 from typing import Callable
 
 from nmt.config import ModelConfig
@@ -62,4 +65,7 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> NMTModel:
 
 
 def _discover() -> None:
-    import nmt.models  # noqa: F401  (its __init__ imports every architecture module)
+    """Import every module beside this one (each registers its architecture). Found by file, not
+    by importing the `nmt.models` package, which imports this module: no import circle."""
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{__package__}.{module.name}")

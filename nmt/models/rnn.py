@@ -3,10 +3,8 @@ padding-safe packed run, and the deep output layer."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterator, Literal, Optional
+from typing import Literal, Optional
 
 import torch
 from torch import Tensor, nn
@@ -14,21 +12,8 @@ from torch.func import functional_call
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.config import ModelConfig, opt
+from nmt.models.base import given_host_lengths
 from nmt.precision import bf16_is_fast
-
-# Source lengths already on the host (the trainer knows them from the CPU batch), so packing
-# needs no device -> host copy of the mask's sums.
-_HOST_LENGTHS: ContextVar[Optional[Tensor]] = ContextVar("host_lengths", default=None)
-
-
-@contextmanager
-def host_lengths(lengths: Tensor) -> Iterator[None]:
-    """Within this block, `run_packed` takes these CPU lengths instead of reading the mask."""
-    token = _HOST_LENGTHS.set(lengths)
-    try:
-        yield
-    finally:
-        _HOST_LENGTHS.reset(token)
 
 
 @dataclass
@@ -117,7 +102,7 @@ def run_packed(rnn: nn.RNNBase, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor
     [layers*dirs, B, H] (for LSTMs the h part).
     """
     # An all-pad row (length 0) cannot be packed; reading one pad token keeps it finite.
-    lengths = _HOST_LENGTHS.get()
+    lengths = given_host_lengths()
     if lengths is None or lengths.device.type != "cpu" or lengths.size(0) != mask.size(0):
         lengths = mask.sum(1).cpu()  # a device -> host copy: one sync on a GPU
     packed = pack_padded_sequence(x, lengths.clamp(min=1), batch_first=True, enforce_sorted=False)
