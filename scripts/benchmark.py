@@ -254,8 +254,8 @@ def translate_worker(args: argparse.Namespace) -> dict:
 
     from nmt.checkpoint import load_model
     from nmt.data.corpus import load_split
-    from nmt.pipeline import decoding_autocast, decoding_device
-    from nmt.precision import decode_precision
+    from nmt.inference import decoding_device
+    from nmt.precision import autocast_for, decode_precision
     from nmt.train import peak_memory_mb
     from nmt.translate import translate_texts
 
@@ -279,7 +279,7 @@ def translate_worker(args: argparse.Namespace) -> dict:
         runs, hyps = [], None
         for _ in range(args.repeats):
             t = time.perf_counter()
-            with decoding_autocast(cfg, device):
+            with autocast_for(decode_precision(cfg.train.precision, device), device):
                 hyps = translate_texts(model, tok, srcs, cfg.decode, beam=beam, device=device)
             runs.append(time.perf_counter() - t)
         el = statistics.median(runs)

@@ -94,9 +94,9 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     import yaml
 
-    from nmt import pipeline
     from nmt.config import SyntheticConfig, load_config
     from nmt.data.synthetic import write_corpus
+    from nmt.jobs.train import train
 
     root = tmp_path_factory.mktemp("tiny_transformer")
     write_corpus(
@@ -120,4 +120,4 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5, "max_input_tokens": 20},
     }
     (root / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    return pipeline.train(load_config(root / "cfg.yaml")).run
+    return train(load_config(root / "cfg.yaml")).run
