@@ -96,7 +96,7 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     from nmt.config import SyntheticConfig, load_config
     from nmt.data.synthetic import write_corpus
-    from nmt.jobs.train import train
+    from nmt.jobs import train as train_job
 
     root = tmp_path_factory.mktemp("tiny_transformer")
     write_corpus(
@@ -120,4 +120,4 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5, "max_input_tokens": 20},
     }
     (root / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    return train(load_config(root / "cfg.yaml")).run
+    return train_job.train(load_config(root / "cfg.yaml")).run

@@ -23,7 +23,7 @@ from nmt.alignment import (
 from nmt.checkpoint import load_model
 from nmt.config import SyntheticConfig, load_config
 from nmt.data.synthetic import generate_aligned
-from nmt.jobs.train import train
+from nmt.jobs import train as train_job
 from nmt.translate import translate_texts
 
 W = "\u2581"
@@ -112,7 +112,7 @@ def test_trained_rnnsearch_aligns_like_the_generator(tmp_path):
         "decode": {"beam": 1},
     }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    train(load_config(tmp_path / "c.yaml"))
+    train_job.train(load_config(tmp_path / "c.yaml"))
     dc, model, tok, _ = load_model(tmp_path / "run")
     data = generate_aligned(SYN, "test", SYN.test)
     out = translate_texts(

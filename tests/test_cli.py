@@ -24,7 +24,7 @@ from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.cli import main
 from nmt.config import SyntheticConfig, load_config
 from nmt.data.synthetic import write_corpus
-from nmt.jobs.train import train
+from nmt.jobs import train as train_job
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -109,7 +109,7 @@ def runs(tmp_path_factory, corpus) -> dict[str, Path]:
         }
         path = root / f"{arch}.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        out[arch] = train(load_config(path)).run
+        out[arch] = train_job.train(load_config(path)).run
     return out
 
 

@@ -21,6 +21,7 @@ from nmt.cli import main
 from nmt.config import DecodeConfig, SyntheticConfig, load_config, model_config
 from nmt.data.synthetic import write_corpus
 from nmt.decode import translate_ids
+from nmt.jobs import train as train_job
 from nmt.models import build_model
 from nmt.models.ensemble import Ensemble
 from nmt.precision import autocast_for, decode_precision
@@ -73,7 +74,7 @@ def train_run(root: Path, name: str, corpus: Path, model: dict, **train) -> Path
         "decode": {"beam": 2, "max_len_a": 1.2, "max_len_b": 5},
     }
     (root / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-    return train(load_config(root / f"{name}.yaml")).run
+    return train_job.train(load_config(root / f"{name}.yaml")).run
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import torch
 import nmt
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.config import load_config
-from nmt.jobs.train import train
+from nmt.jobs import train as train_job
 from nmt.train import Trainer, strict_json
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -68,7 +68,7 @@ def test_at_most_one_host_read_per_step_outside_logging_steps(tmp_path, monkeypa
     monkeypatch.setattr(Trainer, "train", counted_train)
     cfg = write_config(tmp_path, arch, max_steps=steps, log_every=1000, accum_steps=2, device="cpu")
     with count_host_reads(counter):
-        train(load_config(cfg))
+        train_job.train(load_config(cfg))
     assert len(counter["reads"]) <= steps, counter["reads"]
     assert counter["reads"] == ["tolist in train.py"] * steps
 
@@ -111,7 +111,7 @@ def test_fp16_overflow_steps_are_skipped_and_do_not_advance_the_schedule(tmp_pat
         schedule="noam",
         warmup_steps=4,
     )
-    run = train(load_config(cfg)).run
+    run = train_job.train(load_config(cfg)).run
     ck = load_checkpoint(step_checkpoints(run)[-1])
     assert ck["progress"]["scaler_skipped"] == 2 and ck["step"] == 6
     assert ck["progress"]["batch_in_epoch"] == 8  # the skipped batches were read

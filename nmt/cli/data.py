@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from nmt.cli.options import positive
-from nmt.errors import NmtError
 
 
 def register(sub) -> None:
@@ -53,6 +52,7 @@ def run(a: argparse.Namespace) -> int:
 
     from nmt.config import SyntheticConfig
     from nmt.data.synthetic import write_corpus
+    from nmt.files import refuse_to_replace
 
     cfg = replace(
         SyntheticConfig(), train=a.train, valid=a.valid, test=a.test, seed=a.seed, lexicon=a.lexicon
@@ -62,11 +62,7 @@ def run(a: argparse.Namespace) -> int:
         for split in ("train", "valid", "test")
         for lang in (a.src_lang, a.tgt_lang)
     ]
-    existing = [f.name for f in files if f.exists()]
-    if existing and not a.overwrite:
-        raise NmtError(
-            f"{a.out} already holds {', '.join(existing)}; pass --overwrite to replace them"
-        )
+    refuse_to_replace(files, a.out, a.overwrite)
     counts = write_corpus(a.out, cfg, a.src_lang, a.tgt_lang)
     for split, n in counts.items():
         print(

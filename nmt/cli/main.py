@@ -1,7 +1,7 @@
 """`nmt` command line: one module per command, each registering its own parser.
 
 A new command is one module with `register(sub)` (its parser, `set_defaults(func=run)`) and
-`run(args) -> int`, added to `COMMANDS`. User mistakes (NmtError) and failures of the machine
+`run(args) -> int`, and its name in `COMMANDS`. User mistakes (NmtError) and failures of the machine
 (OSError: disk full, permission denied) print one line `nmt: error: ...` and exit with code 2;
 only bugs show a traceback. A training run stopped by SIGINT/SIGTERM exits 128 + the signal
 number (130, 143), never 0: it is checkpointed, not done.
@@ -11,37 +11,26 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import import_module
 from typing import Optional
 
 from nmt import __version__
-from nmt.cli import (
-    average,
-    compare,
-    data,
-    evaluate,
-    export,
-    prepare,
-    score,
-    serve,
-    study,
-    train,
-    translate,
-)
 from nmt.errors import NmtError
 
-# In the order `nmt --help` lists them.
+# The command modules (nmt/cli/NAME.py), in the order `nmt --help` lists them: a new command is
+# its module and one name here.
 COMMANDS = (
-    train,
-    evaluate,
-    translate,
-    average,
-    score,
-    compare,
-    study,
-    export,
-    prepare,
-    data,
-    serve,
+    "train",
+    "evaluate",
+    "translate",
+    "average",
+    "score",
+    "compare",
+    "study",
+    "export",
+    "prepare",
+    "data",
+    "serve",
 )
 
 
@@ -54,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--version", action="version", version=f"nmt {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
-    for command in COMMANDS:
-        command.register(sub)
+    for name in COMMANDS:
+        import_module(f"nmt.cli.{name}").register(sub)
     return ap
 
 
