@@ -7,7 +7,7 @@ import argparse
 from nmt.cli.options import positive
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     av = sub.add_parser(
         "average",
         help="average the parameters of several checkpoints",

@@ -8,7 +8,7 @@ from pathlib import Path
 from nmt.cli.options import count, positive
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     c = sub.add_parser(
         "compare",
         help="BLEU-by-length curves of several reports in one plot",

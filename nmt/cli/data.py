@@ -8,7 +8,7 @@ from pathlib import Path
 from nmt.cli.options import positive
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     _synth_args(dsub)

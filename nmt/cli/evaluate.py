@@ -8,7 +8,7 @@ import sys
 from nmt.cli.options import count, decode_args, decode_overrides, ints, metrics
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     e = sub.add_parser(
         "evaluate",
         help="BLEU, chrF and BLEU by source length for a checkpoint",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     x = sub.add_parser(
         "export",
         help="export a Transformer run to another engine (CTranslate2)",

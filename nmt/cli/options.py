@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from nmt.errors import NmtError
 
@@ -14,7 +15,7 @@ def ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
 
 
-def int_at_least(lo: int):
+def int_at_least(lo: int) -> Callable[[str], int]:
     """An argparse type: an integer >= lo."""
 
     def parse(text: str) -> int:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     pr = sub.add_parser(
         "prepare",
         help="encode the training split once into a cached, "

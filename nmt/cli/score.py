@@ -7,7 +7,7 @@ import argparse
 from nmt.cli.options import decode_overrides, positive
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     sc = sub.add_parser(
         "score",
         help="log-probabilities of given translations",

@@ -9,7 +9,7 @@ from nmt.cli.options import count, positive
 from nmt.errors import NmtError
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     sv = sub.add_parser(
         "serve",
         help="HTTP translation server with a page showing the attention",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     s = sub.add_parser(
         "study",
         help="train and compare several models by sentence length",

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     t = sub.add_parser(
         "train",
         help="train a model from a YAML config",

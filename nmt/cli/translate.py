@@ -9,7 +9,7 @@ from nmt.cli.options import decode_args, decode_overrides, positive
 from nmt.errors import NmtError
 
 
-def register(sub) -> None:
+def register(sub: "argparse._SubParsersAction") -> None:
     tr = sub.add_parser(
         "translate",
         help="translate text with a checkpoint",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from nmt.data.corpus import read_lines
+from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 from nmt.inference import Loaded, check_nbest, load_for_decoding
@@ -25,7 +26,7 @@ class Session:
     nbest: int
 
     @property
-    def tok(self):
+    def tok(self) -> Tokenizer:
         return self.loaded.tok
 
     def translate(
