@@ -24,6 +24,29 @@ def register(sub: "argparse._SubParsersAction") -> None:
     )
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     sv.add_argument("--port", type=count, default=8000, help="port (default: 8000)")
+    _batching_args(sv)
+    sv.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda or cuda:N (default: the run's training device where this "
+        "machine has it, else cpu)",
+    )
+    sv.add_argument(
+        "--precision",
+        default=None,
+        choices=["fp32", "bf16", "fp16"],
+        help="decoding precision (default: as nmt translate: fp32 on a CPU, the run's on a GPU)",
+    )
+    sv.add_argument(
+        "--int8",
+        action="store_true",
+        help="dynamic int8 quantization of the linear layers (CPU only)",
+    )
+    sv.set_defaults(func=run)
+
+
+def _batching_args(sv: argparse.ArgumentParser) -> None:
+    """How requests share batches, queue and time out."""
     sv.add_argument(
         "--max-batch-tokens",
         type=count,
@@ -52,24 +75,6 @@ def register(sub: "argparse._SubParsersAction") -> None:
         metavar="S",
         help="seconds per request, queueing included, before 504 (default: 60)",
     )
-    sv.add_argument(
-        "--device",
-        default=None,
-        help="cpu, cuda or cuda:N (default: the run's training device where this "
-        "machine has it, else cpu)",
-    )
-    sv.add_argument(
-        "--precision",
-        default=None,
-        choices=["fp32", "bf16", "fp16"],
-        help="decoding precision (default: as nmt translate: fp32 on a CPU, the run's on a GPU)",
-    )
-    sv.add_argument(
-        "--int8",
-        action="store_true",
-        help="dynamic int8 quantization of the linear layers (CPU only)",
-    )
-    sv.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:

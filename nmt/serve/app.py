@@ -208,12 +208,7 @@ def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[l
             raise ApiError(422, f"text.{i}: not valid Unicode (a lone surrogate escape)") from None
     info = translator.info
     beam = info.default_beam if req.beam is None else req.beam
-    if beam > limits.max_beam:
-        raise ApiError(422, f"beam: expected at most {limits.max_beam}, got {beam}")
-    try:
-        check_nbest(beam, req.nbest, req.sample)
-    except NmtError as e:
-        raise ApiError(422, str(e)) from None
+    _check_beam(beam, req, limits)
     layers, heads = info.attention_layers, info.attention_heads
     if not -layers <= req.attention_layer < layers:
         raise ApiError(
@@ -227,10 +222,24 @@ def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[l
             f"attention_head: expected 0..{heads - 1} or null for the mean (the "
             f"model has {heads} head(s)), got {req.attention_head}",
         )
-    sampling = Sampling(req.temperature, req.top_k, req.top_p, req.seed) if req.sample else None
     return req.text, Options(
-        beam, req.nbest, req.alignment, req.attention_layer, req.attention_head, sampling
+        beam, req.nbest, req.alignment, req.attention_layer, req.attention_head, _sampling(req)
     )
+
+
+def _check_beam(beam: int, req: TranslateRequest, limits: Limits) -> None:
+    """The server's beam limit and the n-best rule every front end checks."""
+    if beam > limits.max_beam:
+        raise ApiError(422, f"beam: expected at most {limits.max_beam}, got {beam}")
+    try:
+        check_nbest(beam, req.nbest, req.sample)
+    except NmtError as e:
+        raise ApiError(422, str(e)) from None
+
+
+def _sampling(req: TranslateRequest) -> Optional[Sampling]:
+    """The request's sampling settings, or None to search."""
+    return Sampling(req.temperature, req.top_k, req.top_p, req.seed) if req.sample else None
 
 
 def _error(status: int, message: str, headers: Optional[dict] = None) -> JSONResponse:
