@@ -26,3 +26,15 @@ def test_no_function_in_nmt_is_longer_than_60_lines():
     assert len(lengths) > 100  # the walk found the package
     long = {name: n for name, n in lengths.items() if n > MAX_LINES}
     assert not long, f"functions over {MAX_LINES} lines (split them): {long}"
+
+
+def test_no_module_is_named_for_no_job_in_particular():
+    """Modules are named for what they hold: no pipeline, utils, helpers, common or misc."""
+    vague = {"pipeline", "utils", "helpers", "common", "misc"}
+    found = [
+        str(p.relative_to(REPO))
+        for top in ("nmt", "benchmarks", "scripts")
+        for p in (REPO / top).rglob("*.py")
+        if p.stem in vague
+    ]
+    assert not found, f"modules named for no job: {found}"
