@@ -5,32 +5,24 @@
     (r,) = t.translate(["Ein Hund rennt."], beam=5, nbest=2, alignment=True)
     r.text, r.nbest, r.src_pieces, r.tgt_pieces, r.alignment, r.warnings
 
-Built on `nmt.checkpoint.load_model` and `nmt.translate.translate_texts`, the code `nmt translate`
-runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
+Built on `nmt.inference.load_for_decoding` and `nmt.translate.translate_texts`, the code `nmt
+translate` runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
 """
 
 from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
-import torch
-
-from nmt.checkpoint import load_model
-from nmt.config import Config
-from nmt.data.tokenizer import EOS, Tokenizer
-from nmt.errors import NmtError
-from nmt.models.base import NMTModel
-from nmt.models.onednn import for_cpu_decoding
-from nmt.models.quantize import check_int8_device, quantize_int8
-from nmt.precision import decode_precision
+from nmt.config.load import with_decode_options
+from nmt.data.tokenizer import EOS
+from nmt.inference import Loaded, check_nbest, load_for_decoding
 from nmt.run_dir import RunDir
 from nmt.translate import translate_texts
-
-PRECISIONS = ("fp32", "bf16", "fp16")
+from nmt.unknown_words import describe_unknown, unknown_words
 
 
 @dataclass(frozen=True)
@@ -46,7 +38,18 @@ class TranslationResult:
     src_pieces: list[str]  # source subwords the model saw, with </s>
     tgt_pieces: list[str]  # best hypothesis' subwords, with </s>
     alignment: Optional[list[list[float]]]  # [len(tgt_pieces)][len(src_pieces)] or None
-    warnings: list[str] = field(default_factory=list)  # e.g. the input was truncated
+    warnings: list[str] = field(default_factory=list)  # unknown words, truncation
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Draw tokens instead of searching (`nbest` samples per text); None keeps the checkpoint's
+    decode.* setting."""
+
+    temperature: Optional[float] = None  # divide log-probs by T
+    top_k: Optional[int] = None  # draw from the K likeliest tokens (0: all)
+    top_p: Optional[float] = None  # draw from the nucleus of mass P
+    seed: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -65,63 +68,48 @@ class ModelInfo:
 
 
 class Translator:
-    """A loaded model, its subwords and decoding defaults. Not thread-safe: call `translate`
-    from one thread at a time (the server's decoding worker does)."""
+    """A loaded model (or ensemble), its subwords and decoding defaults. Not thread-safe: call
+    `translate` from one thread at a time (the server's decoding worker does)."""
 
-    def __init__(
-        self,
-        cfg: Config,
-        model: NMTModel,
-        tok: Tokenizer,
-        meta: dict,
-        device: str | torch.device = "cpu",
-        precision: str = "fp32",
-    ) -> None:
-        if precision not in PRECISIONS:
-            raise NmtError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        self.cfg, self.model, self.tok, self.meta = cfg, model, tok, meta
-        self.device, self.precision = torch.device(device), precision
-        layers, heads = model.attention_shape()
+    def __init__(self, loaded: Loaded) -> None:
+        self.loaded = loaded
+        self.cfg, self.model, self.tok, self.meta = (
+            loaded.cfg,
+            loaded.model,
+            loaded.tok,
+            loaded.meta,
+        )
+        self.device, self.precision = loaded.device, loaded.precision
+        layers, heads = self.model.attention_shape()
         self.info = ModelInfo(
-            arch=cfg.model.arch,
-            parameters=model.num_parameters(),
-            src_vocab=tok.src_vocab_size,
-            tgt_vocab=tok.tgt_vocab_size,
-            step=meta["step"],
-            valid_bleu=_valid_bleu(Path(meta["path"]), meta["step"]),
-            checkpoint=meta["path"],
+            arch=self.cfg.model.arch,
+            parameters=self.model.num_parameters(),
+            src_vocab=self.tok.src_vocab_size,
+            tgt_vocab=self.tok.tgt_vocab_size,
+            step=self.meta["step"],
+            valid_bleu=_valid_bleu(Path(self.meta["path"]), self.meta["step"]),
+            checkpoint=self.meta["path"],
             attention_layers=layers,
             attention_heads=heads,
-            max_input_tokens=cfg.decode.max_input_tokens,
-            default_beam=cfg.decode.beam,
+            max_input_tokens=self.cfg.decode.max_input_tokens,
+            default_beam=self.cfg.decode.beam,
         )
 
     @classmethod
     def load(
         cls,
-        run_or_checkpoint: str | Path,
-        device: str = "cpu",
+        run_or_checkpoint: str | Path | Sequence[str | Path],
+        device: Optional[str] = None,
         precision: Optional[str] = None,
         int8: bool = False,
     ) -> "Translator":
-        """A run directory (its best checkpoint) or a checkpoint file; `precision` is the
-        autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA only), by default what
-        `nmt translate` uses (fp32 on a CPU, the run's own on a GPU); `int8`: dynamic int8
-        quantization of the linear layers (CPU only, fp32 activations), as `nmt translate --int8`."""
-        device = str(device)
-        if int8:
-            check_int8_device(device)  # before loading anything
-            if precision not in (None, "fp32"):
-                raise NmtError(f"int8 decodes in fp32 (its activations), not {precision}")
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise NmtError(f"device {device!r} asked for, but no CUDA device is available")
-        if precision == "fp16" and not device.startswith("cuda"):
-            raise NmtError("precision fp16 needs a CUDA device (use bf16 on CPU)")
-        cfg, model, tok, meta = load_model(run_or_checkpoint, device)
-        if precision is None:
-            precision = decode_precision(cfg.train.precision, torch.device(device), int8)
-        model = quantize_int8(model) if int8 else for_cpu_decoding(model, device, precision)
-        return cls(cfg, model, tok, meta, device, precision)
+        """A run directory (its best checkpoint) or a checkpoint file, or a list of them decoded
+        as one ensemble, loaded as `nmt translate` loads them (`nmt.inference`): `device`
+        defaults to the run's training device where this machine has it, else the CPU;
+        `precision` is the autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA
+        only), by default fp32 on a CPU and the run's own on a GPU; `int8`: dynamic int8
+        quantization of the linear layers (CPU only, fp32 activations)."""
+        return cls(load_for_decoding(run_or_checkpoint, device, precision, int8))
 
     def source_lengths(self, texts: list[str]) -> list[int]:
         """Subword tokens (with EOS) each text costs a decoding batch, after truncation."""
@@ -137,48 +125,63 @@ class Translator:
         attention_layer: int = -1,
         attention_head: Optional[int] = None,
         batch_tokens: Optional[int] = None,
+        sampling: Optional[Sampling] = None,
     ) -> list[TranslationResult]:
         """One result per text, in order (blank texts give empty results). `beam` defaults to
-        the checkpoint's decode.beam; alignment rows are the cross-attention of
-        (attention_layer, attention_head; None = mean of heads) for each target piece."""
+        the checkpoint's decode.beam; with `sampling`, `nbest` samples are drawn instead of
+        searching. Alignment rows are the cross-attention of (attention_layer, attention_head;
+        None = mean of heads) for each target piece. Each result's warnings name the words the
+        vocabulary does not know and say when the input was truncated."""
         beam = self.cfg.decode.beam if beam is None else beam
-        if not 1 <= nbest <= beam:
-            raise NmtError(f"nbest must be between 1 and the beam ({beam}), got {nbest}")
-        dcfg = (
-            self.cfg.decode
-            if batch_tokens is None
-            else replace(self.cfg.decode, batch_tokens=batch_tokens)
-        )
-        warnings = self._truncation_warnings(texts)
-        with self._attention_view(attention_layer, attention_head, alignment), self._autocast():
-            out = translate_texts(
-                self.model,
-                self.tok,
-                texts,
-                dcfg,
-                beam=beam,
-                nbest=nbest,
-                return_attn=alignment,
-                device=self.device,
-                where="request",
-            )
-        results = []
-        for t, warn in zip(out, warnings):
-            tokens = [] if t.hyp is None else t.hyp.tokens
-            attn = None
-            if alignment and t.hyp is not None and t.hyp.attn is not None:
-                attn = [[round(float(w), 4) for w in row] for row in t.hyp.attn.tolist()]
-            results.append(
-                TranslationResult(
-                    t.text,
-                    [Hypothesis(h, s) for h, s in zip(t.nbest, t.scores)],
-                    t.src_pieces,
-                    self.tok.tgt_pieces(tokens + [EOS]) if t.hyp is not None else [],
-                    attn,
-                    warn,
+        check_nbest(beam, nbest, sampling is not None)
+        dcfg = self._decode_config(batch_tokens, sampling)
+        warnings = [
+            t + u for t, u in zip(self._truncation_warnings(texts), self._unknown_warnings(texts))
+        ]
+        with self._attention_view(attention_layer, attention_head, alignment):
+            with self.loaded.autocast():
+                out = translate_texts(
+                    self.model,
+                    self.tok,
+                    texts,
+                    dcfg,
+                    beam=beam,
+                    nbest=nbest,
+                    return_attn=alignment,
+                    device=self.device,
+                    where="request",
                 )
-            )
-        return results
+        return [self._result(t, warn, alignment) for t, warn in zip(out, warnings)]
+
+    def _result(self, t, warnings: list[str], alignment: bool) -> TranslationResult:
+        tokens = [] if t.hyp is None else t.hyp.tokens
+        attn = None
+        if alignment and t.hyp is not None and t.hyp.attn is not None:
+            attn = [[round(float(w), 4) for w in row] for row in t.hyp.attn.tolist()]
+        return TranslationResult(
+            t.text,
+            [Hypothesis(h, s) for h, s in zip(t.nbest, t.scores)],
+            t.src_pieces,
+            self.tok.tgt_pieces(tokens + [EOS]) if t.hyp is not None else [],
+            attn,
+            warnings,
+        )
+
+    def _decode_config(self, batch_tokens: Optional[int], sampling: Optional[Sampling]):
+        """The checkpoint's decode settings with this call's, checked as the config's."""
+        options = {} if sampling is None else {"sample": True, **asdict(sampling)}
+        if batch_tokens is not None:
+            options["batch_tokens"] = batch_tokens
+        options = {k: v for k, v in options.items() if v is not None}
+        if not options:
+            return self.cfg.decode
+        return with_decode_options(replace(self.cfg), options, "the request").decode
+
+    def _unknown_warnings(self, texts: list[str]) -> list[list[str]]:
+        return [
+            [describe_unknown(text, words)] if words else []
+            for text, words in zip(texts, unknown_words(self.tok, texts))
+        ]
 
     def _truncation_warnings(self, texts: list[str]) -> list[list[str]]:
         cap = self.cfg.decode.max_input_tokens
@@ -201,12 +204,6 @@ class Translator:
             yield
         finally:
             self.model.attn_layer, self.model.attn_head = old
-
-    def _autocast(self):
-        if self.precision == "fp32":
-            return torch.autocast(self.device.type, enabled=False)
-        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
-        return torch.autocast(self.device.type, dtype=dtype)
 
 
 def _valid_bleu(checkpoint: Path, step: int) -> Optional[float]:

@@ -37,3 +37,12 @@ def atomic_write(path: str | os.PathLike, content: Content) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def refuse_to_replace(paths: list[Path], where: str | os.PathLike, overwrite: bool) -> None:
+    """A one-line error naming the files of `paths` that exist, unless `overwrite`."""
+    existing = [p.name for p in paths if p.exists()]
+    if existing and not overwrite:
+        raise NmtError(
+            f"{where} already holds {', '.join(existing)}; pass --overwrite to replace them"
+        )

@@ -17,7 +17,6 @@ from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Optional
 
-from nmt import pipeline
 from nmt.checkpoint import load_checkpoint
 from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
 from nmt.config.load import (
@@ -32,6 +31,9 @@ from nmt.config.load import (
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
 from nmt.files import atomic_write
+from nmt.jobs import evaluate as evaluate_job
+from nmt.jobs import train as train_job
+from nmt.logs import setup_logging
 from nmt.report import plot_bleu_by_length
 from nmt.run_dir import RunDir
 
@@ -111,7 +113,7 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
     if _stop is not None and _stop.is_set():
         raise NmtError("not started: another model failed")
     cfg = from_dict(cfg_dict, where)
-    pipeline.setup_logging(tag=name)
+    setup_logging(tag=name)
     run = RunDir(cfg.train.run_dir)
     report = run.report(split, beam)
     # finished with exactly this config (a changed config means the old run is stale)
@@ -120,7 +122,9 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
     else:
         resume = run.same_config(cfg) and bool(run.step_checkpoints())
         log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
-        result = pipeline.train(cfg, resume=resume, overwrite=not resume, log_tag=name, where=where)
+        result = train_job.train(
+            cfg, resume=resume, overwrite=not resume, log_tag=name, where=where
+        )
         if result.interrupted:  # the checkpoint is kept: rerunning the study resumes it
             raise NmtError(f"training was {result.stop_reason}; rerun the study to resume it")
         if cfg.train.max_steps and result.stop_reason.startswith("reached max_minutes"):
@@ -133,8 +137,10 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
         (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
-        opts = pipeline.EvalOptions(split=split, beam=beam, report_dir=str(report), progress=False)
-        pipeline.evaluate(str(run.path), opts)
+        opts = evaluate_job.EvalOptions(
+            split=split, beam=beam, report_dir=str(report), progress=False
+        )
+        evaluate_job.evaluate(str(run.path), opts)
     ck = load_checkpoint(run.checkpoint(prefer="latest"))  # the time of the whole run
     return {
         **load_scores(report),

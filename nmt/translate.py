@@ -15,9 +15,11 @@ import torch
 
 from nmt.config import DecodeConfig
 from nmt.data.tokenizer import EOS, Tokenizer
-from nmt.decode import Hypothesis, length_penalty, score_ids, translate_ids
+from nmt.decode import translate_ids
 from nmt.evaluate import DEFAULT_BUCKETS, score_report
 from nmt.models.base import NMTModel
+from nmt.search.hypotheses import Hypothesis, length_penalty
+from nmt.search.scoring import score_ids
 
 log = logging.getLogger("nmt")
 

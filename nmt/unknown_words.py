@@ -2,7 +2,8 @@
 
 A word the subword model cannot spell becomes `<unk>` (a word vocabulary even merges a run of
 unknown words into one), so a translation of mostly unknown words looks plausible and is
-nonsense. `translate` and `evaluate` say so: once with the count and share, or per line.
+nonsense. `translate` and `evaluate` say so (once with the count and share, or per line); the
+Python API and the server return each text's unknown words in its warnings.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ def unknown_words(tok: Tokenizer, texts: list[str]) -> list[list[str]]:
     return [[w for w in ws if next(unknown)] for ws in words]
 
 
+def describe_unknown(text: str, words: list[str]) -> str:
+    """One text's unknown words as a warning (the API's, the server's and `--verbose`'s)."""
+    return (
+        f"{len(words)} of {len(text.split())} words are not in the model's vocabulary: "
+        f"{' '.join(words)}"
+    )
+
+
 def warn_unknown(
     tok: Tokenizer, texts: list[str], where: str, verbose: bool = False, first_line: int = 1
 ) -> int:
@@ -37,10 +46,7 @@ def warn_unknown(
     if verbose:
         for i, (text, ws) in enumerate(zip(texts, found), first_line):
             if ws:
-                log.warning(
-                    f"{where} line {i}: {len(ws)} of {len(text.split())} words are not "
-                    f"in the model's vocabulary: {' '.join(ws)}"
-                )
+                log.warning(f"{where} line {i}: {describe_unknown(text, ws)}")
     if not verbose or len(texts) > 1:
         total = sum(len(t.split()) for t in texts)
         share = 100 * n_unknown / total

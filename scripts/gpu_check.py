@@ -8,7 +8,7 @@
 3. torchrun --nproc_per_node=min(2, GPUs) (NCCL; gloo on 2 CPU processes with --cpu): a NaN
    injected on the last rank at its 3rd forward pass, parameters identical across ranks at the
    end, then a resume;
-4. scripts/benchmark.py on a transformer-base config (d_model 512, 6+6 layers, 8 heads, ff 2048,
+4. benchmarks/benchmark.py on a transformer-base config (d_model 512, 6+6 layers, 8 heads, ff 2048,
    ~25k-token batches, bf16; a small one with --cpu): target tokens/s, MFU against the same-run
    matmul peak, host syncs per step, and translation sentences/s greedy and beam 5.
 Targets (GPU): transformer-base bf16 MFU >= 40% of the bf16 peak, <= 1 host sync per step,
@@ -377,7 +377,7 @@ def check_benchmark(cpu: bool, tmp: Path) -> dict:
     run_dir = tmp / "bench-run"
     cmd = [
         sys.executable,
-        "scripts/benchmark.py",
+        "benchmarks/benchmark.py",
         "--configs",
         config,
         *args,
@@ -480,7 +480,7 @@ def main() -> int:
     ap.add_argument("--cpu", action="store_true", help="no GPU: small configs, fp16 skipped")
     ap.add_argument(
         "--out",
-        help="JSON file (default: docs/benchmark-<gpu>.json, or gpu_check_cpu.json with --cpu)",
+        help="JSON file (default: benchmarks/benchmark-<gpu>.json, or gpu_check_cpu.json with --cpu)",
     )
     ap.add_argument(
         "--steps",
@@ -503,7 +503,9 @@ def main() -> int:
         return 2
     gpu = torch.cuda.get_device_name() if not a.cpu else None
     name = "cpu" if a.cpu else gpu.lower().replace("nvidia ", "").split()[0]
-    out_path = Path(a.out or ("gpu_check_cpu.json" if a.cpu else f"docs/benchmark-{name}.json"))
+    out_path = Path(
+        a.out or ("gpu_check_cpu.json" if a.cpu else f"benchmarks/benchmark-{name}.json")
+    )
     steps = a.steps or (4 if a.cpu else 50)
     tmp = Path(tempfile.mkdtemp(prefix="nmt-gpu-check-"))
     result: dict = {

@@ -95,10 +95,10 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     import yaml
 
-    from nmt import pipeline
     from nmt.config import SyntheticConfig
     from nmt.config.load import load_config
     from nmt.data.synthetic import write_corpus
+    from nmt.jobs import train as train_job
 
     root = tmp_path_factory.mktemp("tiny_transformer")
     write_corpus(
@@ -122,4 +122,4 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5, "max_input_tokens": 20},
     }
     (root / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    return pipeline.train(load_config(root / "cfg.yaml")).run
+    return train_job.train(load_config(root / "cfg.yaml")).run

@@ -10,7 +10,6 @@ import pytest
 import torch
 import yaml
 
-from nmt import pipeline
 from nmt.alignment import (
     alignment_error_rate,
     hard_alignment,
@@ -25,6 +24,7 @@ from nmt.checkpoint import load_model
 from nmt.config import SyntheticConfig
 from nmt.config.load import load_config
 from nmt.data.synthetic import generate_aligned
+from nmt.jobs import train as train_job
 from nmt.translate import translate_texts
 
 W = "\u2581"
@@ -113,7 +113,7 @@ def test_trained_rnnsearch_aligns_like_the_generator(tmp_path):
         "decode": {"beam": 1},
     }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    pipeline.train(load_config(tmp_path / "c.yaml"))
+    train_job.train(load_config(tmp_path / "c.yaml"))
     dc, model, tok, _ = load_model(tmp_path / "run")
     data = generate_aligned(SYN, "test", SYN.test)
     out = translate_texts(

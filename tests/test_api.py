@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nmt import Translator
-from nmt.api import Hypothesis, TranslationResult
+from nmt.api import Hypothesis, Sampling, TranslationResult
 from nmt.cli import main
 from nmt.errors import NmtError
 
@@ -108,7 +108,7 @@ def test_model_info_describes_the_checkpoint(translator):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"beam": 2, "nbest": 3}, "nbest must be between 1 and the beam (2)"),
+        ({"beam": 2, "nbest": 3}, "nbest 3 needs a beam of at least 3 (beam is 2)"),
         ({"alignment": True, "attention_layer": 5}, "out of range: the model has 2 decoder layer"),
         ({"alignment": True, "attention_head": 2}, "out of range: the model has 2 head"),
     ],
@@ -136,3 +136,66 @@ def test_int8_translator_equals_nmt_translate_int8(tiny_transformer_run, sources
 def test_int8_off_the_cpu_is_refused_before_loading(tmp_path):
     with pytest.raises(NmtError, match="--int8 runs on the CPU only"):
         Translator.load(tmp_path / "no-such-run", device="cuda", int8=True)
+
+
+# ---------------------------------------------------------------------- one loader with the CLI
+
+
+@pytest.fixture(scope="module")
+def train_sources(tiny_transformer_run: Path) -> list[str]:
+    """Training sentences: every word of them is in the word vocabulary."""
+    corpus = tiny_transformer_run.parent / "corpus"
+    return (corpus / "train.src").read_text("utf-8").splitlines()[:2]
+
+
+def test_unknown_words_are_named_in_each_results_warnings(translator, train_sources):
+    known, odd = train_sources[0], train_sources[1] + " zzyzx qwrtp"
+    plain, unknown = translator.translate([known, odd])
+    assert plain.warnings == []
+    assert unknown.warnings == [
+        f"2 of {len(odd.split())} words are not in the model's vocabulary: zzyzx qwrtp"
+    ]
+    assert "<unk>" in unknown.src_pieces  # a word vocabulary merges the two into one
+
+
+def test_an_ensemble_loads_as_nmt_translate_loads_it(tiny_transformer_run, sources, tmp_path):
+    members = [str(tiny_transformer_run), str(tiny_transformer_run / "best.pt")]
+    both = Translator.load(members)
+    assert both.meta["ensemble"] == [str(tiny_transformer_run / "best.pt")] * 2
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("".join(t + "\n" for t in sources), "utf-8")
+    assert main(["translate", *members, "-i", str(src), "-o", str(out), "--beam", "2"]) == 0
+    assert [r.text for r in both.translate(sources, beam=2)] == out.read_text().splitlines()
+
+
+def test_sampling_draws_what_nmt_translate_sample_draws(
+    translator, tiny_transformer_run, sources, tmp_path
+):
+    """Sampling is not bound by the beam: 4 samples with the checkpoint's beam of 3."""
+    results = translator.translate(sources, nbest=4, sampling=Sampling(temperature=1.5, seed=11))
+    ours = [f"{i} ||| {h.text} ||| {h.score:.4f}" for i, r in enumerate(results) for h in r.nbest]
+    cli = cli_translate(
+        tiny_transformer_run,
+        sources,
+        tmp_path,
+        "--sample",
+        "--nbest",
+        "4",
+        "--temperature",
+        "1.5",
+        "--seed",
+        "11",
+    )
+    assert ours == cli
+    assert len({h.text for r in results for h in r.nbest}) > len(results)  # draws, not a search
+
+
+def test_default_device_and_device_errors_are_the_clis(tiny_transformer_run, monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert Translator.load(tiny_transformer_run).device == torch.device("cpu")
+    with pytest.raises(NmtError) as api_error:
+        Translator.load(tiny_transformer_run, device="cuda")
+    assert main(["translate", str(tiny_transformer_run), "--device", "cuda"]) == 2
+    assert capsys.readouterr().err == f"nmt: error: {api_error.value}\n"

@@ -21,11 +21,11 @@ import pytest
 import torch
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import FORMAT_VERSION, load_checkpoint, load_model
 from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.data.corpus import load_split
+from nmt.jobs import train as train_job
 from nmt.translate import translate_texts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -374,7 +374,7 @@ def test_fixing_the_data_then_rerunning_the_same_command_trains(tmp_path, capsys
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("bad_input_run")
-    return pipeline.train(load_config(write_config(tmp))).run
+    return train_job.train(load_config(write_config(tmp))).run
 
 
 @pytest.fixture(scope="module")

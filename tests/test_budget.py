@@ -12,10 +12,10 @@ import pytest
 import torch
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import main
 from nmt.config.load import load_config
+from nmt.jobs import train as train_job
 from nmt.train import Trainer
 from nmt.train_log import duration
 
@@ -49,7 +49,7 @@ def write_config(path: Path, **train) -> Path:
 
 
 def test_a_slower_machine_trains_the_same_steps_to_the_same_model(tmp_path, monkeypatch):
-    fast = pipeline.train(load_config(write_config(tmp_path / "fast" / "c.yaml", max_steps=6)))
+    fast = train_job.train(load_config(write_config(tmp_path / "fast" / "c.yaml", max_steps=6)))
     step = Trainer.train_step
 
     def slow_step(self, batches):  # the same work, three times the wall-clock time
@@ -59,7 +59,7 @@ def test_a_slower_machine_trains_the_same_steps_to_the_same_model(tmp_path, monk
         return out
 
     monkeypatch.setattr(Trainer, "train_step", slow_step)
-    slow = pipeline.train(load_config(write_config(tmp_path / "slow" / "c.yaml", max_steps=6)))
+    slow = train_job.train(load_config(write_config(tmp_path / "slow" / "c.yaml", max_steps=6)))
     a, b = (load_checkpoint(r.run / "best.pt") for r in (fast, slow))
     assert a["step"] == b["step"] == 6
     assert a["progress"]["train_seconds"] < b["progress"]["train_seconds"]
@@ -67,7 +67,7 @@ def test_a_slower_machine_trains_the_same_steps_to_the_same_model(tmp_path, monk
 
 
 def test_step_budget_logs_expected_time_then_progress_with_eta(tmp_path):
-    run = pipeline.train(load_config(write_config(tmp_path / "c.yaml", max_steps=6))).run
+    run = train_job.train(load_config(write_config(tmp_path / "c.yaml", max_steps=6))).run
     log = (run / "train.log").read_text()
     assert log.count("expected time: about") == 1
     assert "for the remaining 4 of 6 steps" in log  # told after the first log window (2 steps)
@@ -77,7 +77,7 @@ def test_step_budget_logs_expected_time_then_progress_with_eta(tmp_path):
 
 
 def test_no_step_budget_means_no_eta_lines(tmp_path):
-    run = pipeline.train(
+    run = train_job.train(
         load_config(write_config(tmp_path / "c.yaml", max_steps=0, max_epochs=1))
     ).run
     assert "ETA" not in (run / "train.log").read_text()

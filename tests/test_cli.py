@@ -20,12 +20,12 @@ import pytest
 import sacrebleu
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.cli import main
 from nmt.config import SyntheticConfig
 from nmt.config.load import load_config
 from nmt.data.synthetic import write_corpus
+from nmt.jobs import train as train_job
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -110,7 +110,7 @@ def runs(tmp_path_factory, corpus) -> dict[str, Path]:
         }
         path = root / f"{arch}.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        out[arch] = pipeline.train(load_config(path)).run
+        out[arch] = train_job.train(load_config(path)).run
     return out
 
 
@@ -697,20 +697,20 @@ def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, 
     import nmt.study as study_mod
 
     path, out = write_study(tmp_path / "study.yaml"), tmp_path / "out"
-    real_train = study_mod.pipeline.train
+    real_train = study_mod.train_job.train
 
     def ctrl_c(cfg, **kw):  # what a SIGINT during training returns: checkpointed, unfinished
         result = real_train(cfg, **kw)
         return dataclasses.replace(result, interrupted=True, stop_reason="interrupted by SIGINT")
 
-    monkeypatch.setattr(study_mod.pipeline, "train", ctrl_c)
+    monkeypatch.setattr(study_mod.train_job, "train", ctrl_c)
     assert main(["study", str(path), "--out", str(out)]) == 2
     assert (
         "study model 'seq2seq': training was interrupted by SIGINT; rerun the study to resume it"
     ) in capsys.readouterr().err
     assert not (out / "seq2seq" / "trained.json").exists()
     assert not (out / "study.json").exists()
-    monkeypatch.setattr(study_mod.pipeline, "train", real_train)
+    monkeypatch.setattr(study_mod.train_job, "train", real_train)
     assert main(["study", str(path), "--out", str(out)]) == 0
     assert "training seq2seq (resuming)" in capsys.readouterr().err
 

@@ -11,20 +11,16 @@ from torch import Tensor, nn
 
 from nmt.config import DecodeConfig
 from nmt.config.load import model_config
-from nmt.decode import (
-    Hypothesis,
-    Rules,
-    Sampler,
-    beam_search,
-    decode_batch,
-    greedy_search,
-    max_lengths,
-    score_ids,
-    translate_ids,
-)
+from nmt.decode import decode_batch, translate_ids
 from nmt.errors import NmtError
 from nmt.models import build_model
 from nmt.models.base import EncoderOut, NMTModel, State
+from nmt.search.beam import beam_search
+from nmt.search.greedy import greedy_search
+from nmt.search.hypotheses import Hypothesis, max_lengths
+from nmt.search.rules import Rules
+from nmt.search.sampling import Sampler
+from nmt.search.scoring import score_ids
 
 PAD, BOS, EOS = 0, 2, 3
 V = 24

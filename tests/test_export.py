@@ -10,11 +10,11 @@ import pytest
 import sacrebleu
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import load_model
 from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.data.corpus import load_split
+from nmt.jobs import train as train_job
 from nmt.translate import translate_texts
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -67,7 +67,7 @@ def train_run(
     }
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
-    return pipeline.train(load_config(tmp / "c.yaml")).run
+    return train_job.train(load_config(tmp / "c.yaml")).run
 
 
 @pytest.fixture(scope="module")

@@ -23,11 +23,11 @@ import pytest
 import torch
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, resolve, step_checkpoints
 from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.errors import NmtError
+from nmt.jobs import train as train_job
 
 REPO = Path(__file__).resolve().parents[1]
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -87,7 +87,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg.write_text(
         yaml.safe_dump({**CONFIG, "train": {**CONFIG["train"], "run_dir": str(tmp / "run")}})
     )
-    return pipeline.train(load_config(cfg)).run
+    return train_job.train(load_config(cfg)).run
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import pytest
 import torch
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, load_model, step_checkpoints
 from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.data.prepared import prepared_corpus
+from nmt.jobs import train as train_job
 from nmt.train import loss_fn
 
 MODEL = {
@@ -65,7 +65,7 @@ def write_config(path: Path, run: Path, seed: int = 3, **train) -> Path:
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("parent")
-    return pipeline.train(load_config(write_config(tmp / "p.yaml", tmp / "run"))).run
+    return train_job.train(load_config(write_config(tmp / "p.yaml", tmp / "run"))).run
 
 
 def child(tmp_path: Path, parent: Path, *overrides: str, **train) -> tuple[Path, list[str]]:
@@ -88,7 +88,7 @@ def rows(run: Path) -> list[dict]:
 def test_fine_tuning_starts_from_the_parents_weights_and_subwords(tmp_path, parent):
     cfg_path, sets = child(tmp_path, parent, "train.max_steps=1")
     cfg = load_config(cfg_path, sets)
-    run = pipeline.train(cfg).run
+    run = train_job.train(cfg).run
     assert (run / "spm.model").read_bytes() == (parent / "spm.model").read_bytes()
     # The loss of step 1 (before its update) is the parent model's loss on that batch.
     _, model, tok, _ = load_model(parent)
@@ -104,8 +104,8 @@ def test_fine_tuning_starts_from_the_parents_weights_and_subwords(tmp_path, pare
 
 
 def test_fresh_optimizer_unless_init_optimizer(tmp_path, parent):
-    fresh = pipeline.train(load_config(*child(tmp_path / "a", parent, "train.max_steps=1"))).run
-    cont = pipeline.train(
+    fresh = train_job.train(load_config(*child(tmp_path / "a", parent, "train.max_steps=1"))).run
+    cont = train_job.train(
         load_config(
             *child(tmp_path / "b", parent, "train.max_steps=1", "train.init_optimizer=true")
         )
@@ -120,10 +120,10 @@ def test_fresh_optimizer_unless_init_optimizer(tmp_path, parent):
 
 
 def test_fine_tuned_run_resumes_exactly(tmp_path, parent):
-    full = pipeline.train(load_config(*child(tmp_path / "a", parent, "train.max_steps=9"))).run
+    full = train_job.train(load_config(*child(tmp_path / "a", parent, "train.max_steps=9"))).run
     cfg, sets = child(tmp_path / "b", parent, "train.max_steps=4")
-    part = pipeline.train(load_config(cfg, sets)).run
-    pipeline.train(load_config(cfg, ["train.max_steps=9"]), resume=True)
+    part = train_job.train(load_config(cfg, sets)).run
+    train_job.train(load_config(cfg, ["train.max_steps=9"]), resume=True)
     a = load_checkpoint(step_checkpoints(full)[-1])["model"]
     b = load_checkpoint(step_checkpoints(part)[-1])["model"]
     assert load_checkpoint(step_checkpoints(part)[-1])["step"] == 9

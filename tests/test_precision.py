@@ -228,7 +228,7 @@ def test_tf32_is_on_by_default():
 
 def test_decoding_device_is_the_training_device_and_cuda_without_cuda_is_one_line(monkeypatch):
     from conftest import make_config
-    from nmt.pipeline import decoding_device
+    from nmt.inference import decoding_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     trained_on_gpu = make_config(data={"source": "synthetic"}, train={"device": "cuda"})

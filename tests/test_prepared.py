@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from conftest import REPO, make_config, tiny_pairs
-from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.config.load import dump_yaml
 from nmt.data import prepared
 from nmt.data.prepared import corpus_key, ensure_prepared, open_prepared, prepared_corpus
 from nmt.errors import NmtError
+from nmt.jobs import train as train_job
 
 
 def write_corpus(d: Path, pairs: list[tuple[str, str]], split: str = "train") -> Path:
@@ -133,8 +133,8 @@ def test_resume_mid_epoch_from_the_prepared_corpus_is_bit_exact(corpus_dir, tmp_
             },
         )
 
-    whole = pipeline.train(cfg("a", 12)).run
-    part = pipeline.train(cfg("b", 5)).run
+    whole = train_job.train(cfg("a", 12)).run
+    part = train_job.train(cfg("b", 5)).run
     progress = load_checkpoint(step_checkpoints(part)[-1])["progress"]
     assert progress["epoch"] == 0 and progress["batch_in_epoch"] == 5  # mid-epoch
 
@@ -142,7 +142,7 @@ def test_resume_mid_epoch_from_the_prepared_corpus_is_bit_exact(corpus_dir, tmp_
         raise AssertionError("the resumed run encoded the corpus again")
 
     monkeypatch.setattr(prepared, "_build", encode_again)
-    pipeline.train(cfg("b", 12), resume=True)
+    train_job.train(cfg("b", 12), resume=True)
     a, b = (load_checkpoint(step_checkpoints(r)[-1])["model"] for r in (whole, part))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -236,13 +236,13 @@ def mapped_files() -> set[str]:
 
 def test_two_ranks_map_one_copy_and_only_rank_0_encodes(corpus_dir, tmp_path, monkeypatch):
     cfg = config(corpus_dir, tmp_path / "p")
-    rank0 = pipeline._training_corpus(cfg, rank=0, ckpt_tok=None)
+    rank0 = train_job._training_corpus(cfg, rank=0, ckpt_tok=None)
 
     def encode_again(*a, **k):
         raise AssertionError("rank 1 encoded the corpus again")
 
     monkeypatch.setattr(prepared, "_build", encode_again)
-    rank1 = pipeline._training_corpus(cfg, rank=1, ckpt_tok=None)
+    rank1 = train_job._training_corpus(cfg, rank=1, ckpt_tok=None)
     assert rank0.files == rank1.files
     assert [os.stat(f).st_ino for f in rank0.files] == [os.stat(f).st_ino for f in rank1.files]
     assert {str(f) for f in rank0.files} <= mapped_files()  # mapped from the page cache

@@ -8,11 +8,11 @@ import torch
 import yaml
 
 from conftest import make_config
-from nmt import pipeline
 from nmt.checkpoint import load_model
 from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.data.corpus import load_split
+from nmt.jobs import train as train_job
 from nmt.models import build_model
 from nmt.models.quantize import quantize_int8
 from nmt.translate import translate_texts
@@ -75,7 +75,7 @@ def test_int8_translations_of_a_trained_model_match_fp32(tmp_path, capsys):
         "decode": {"beam": 1},
     }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    run = pipeline.train(load_config(tmp_path / "c.yaml")).run
+    run = train_job.train(load_config(tmp_path / "c.yaml")).run
     c, model, tok, _ = load_model(run)
     src, _ = load_split(c.data, "test")
     fp32 = [t.text for t in translate_texts(model, tok, src, c.decode)]

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import load_model
 from nmt.cli import main
 from nmt.config.docs import docs_markdown
 from nmt.config.load import load_config, model_config
 from nmt.errors import NmtError
+from nmt.jobs import train as train_job
 from nmt.models import architectures, config_classes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,7 +187,7 @@ def test_a_new_architecture_is_one_file(tmp_path, monkeypatch, source):
     spec.loader.exec_module(module)
     try:
         cfg = write(tmp_path, {"arch": "bag", "width": 12})
-        run = pipeline.train(load_config(cfg)).run
+        run = train_job.train(load_config(cfg)).run
         cfg_loaded, model, tok, meta = load_model(run)
         assert cfg_loaded.model.width == 12 and meta["step"] == 4
         assert type(model).__name__ == "Bag"

@@ -17,7 +17,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from nmt.api import Translator  # noqa: E402
+from nmt.api import Sampling, Translator  # noqa: E402
 from nmt.cli import main  # noqa: E402
 from nmt.precision import decode_precision  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
@@ -97,6 +97,33 @@ def test_overlong_sentence_is_truncated_with_a_warning(client, sources):
     assert status == 200 and t["text"] and "truncated" in t["warnings"][0]
 
 
+def test_unknown_words_are_reported_in_the_answer(client, tiny_transformer_run):
+    """The API used to answer `src_pieces: ['<unk>', ...]` and `warnings: []`."""
+    train = (tiny_transformer_run.parent / "corpus" / "train.src").read_text("utf-8")
+    known = train.splitlines()[0]
+    status, body = post(client, {"text": [known, known + " zzyzx"]})
+    assert status == 200
+    plain, odd = body["translations"]
+    assert plain["warnings"] == []
+    n = len(known.split()) + 1
+    assert odd["warnings"] == [f"1 of {n} words are not in the model's vocabulary: zzyzx"]
+
+
+def test_sampling_is_reachable_over_http(client, translator, sources):
+    """4 samples with the checkpoint's beam of 3 (sampling has no beam), as the API draws them
+    with the server's batch budget."""
+    body = {"text": sources[:2], "sample": True, "nbest": 4, "temperature": 1.5, "seed": 5}
+    status, answer = post(client, body)
+    assert status == 200
+    direct = translator.translate(
+        sources[:2], nbest=4, sampling=Sampling(temperature=1.5, seed=5), batch_tokens=2000
+    )
+    got = [[h["text"] for h in t["nbest"]] for t in answer["translations"]]
+    assert got == [[h.text for h in r.nbest] for r in direct]
+    status, answer = post(client, {**body, "temperature": 0})
+    assert status == 422 and answer["error"].startswith("temperature:")
+
+
 def test_health_model_page_and_openapi(client):
     health = client.get("/v1/health")
     assert health.status_code == 200 and health.json()["status"] == "ok"
@@ -135,7 +162,7 @@ BAD = [
     ({"text": ["a"], "beam": "5"}, 422, "beam: input should be a valid integer"),
     ({"text": ["a"], "beam": 0}, 422, "beam: input should be greater than or equal to 1"),
     ({"text": ["a"], "beam": 17}, 422, "beam: expected at most 16"),
-    ({"text": ["a"], "beam": 2, "nbest": 3}, 422, "nbest: expected at most the beam (2)"),
+    ({"text": ["a"], "beam": 2, "nbest": 3}, 422, "nbest 3 needs a beam of at least 3 (beam is 2)"),
     ({"text": ["a"], "nbest": 0}, 422, "nbest: input should be greater than or equal to 1"),
     ({"text": ["a"], "alignment": "yes"}, 422, "alignment: input should be a valid boolean"),
     ({"text": ["a"], "attention_layer": 2}, 422, "attention_layer: expected -2..1"),

@@ -11,7 +11,6 @@ import pytest
 import torch
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import (
     load_checkpoint,
     load_model,
@@ -23,8 +22,10 @@ from nmt.config import DecodeConfig, SyntheticConfig
 from nmt.config.load import load_config, model_config
 from nmt.data.synthetic import write_corpus
 from nmt.decode import translate_ids
+from nmt.jobs import train as train_job
 from nmt.models import build_model
 from nmt.models.ensemble import Ensemble
+from nmt.precision import autocast_for, decode_precision
 from nmt.translate import score_pairs, translate_texts
 
 MODELS = {
@@ -74,7 +75,7 @@ def train_run(root: Path, name: str, corpus: Path, model: dict, **train) -> Path
         "decode": {"beam": 2, "max_len_a": 1.2, "max_len_b": 5},
     }
     (root / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-    return pipeline.train(load_config(root / f"{name}.yaml")).run
+    return train_job.train(load_config(root / f"{name}.yaml")).run
 
 
 @pytest.fixture(scope="module")
@@ -218,8 +219,11 @@ def test_average_last_above_keep_last_is_a_config_error(runs, tmp_path):
 @pytest.mark.parametrize("arch", MODELS)
 def test_score_agrees_with_the_beams_own_hypothesis_scores(runs, corpus, tmp_path, arch):
     cfg, model, tok, _ = load_model(runs[arch])
+    cpu = torch.device("cpu")
     srcs = lines(corpus / "test.src")
-    with pipeline.decoding_autocast(cfg, torch.device("cpu")):  # the precision `nmt score` uses
+    with autocast_for(
+        decode_precision(cfg.train.precision, cpu), cpu
+    ):  # the precision `nmt score` uses
         out = translate_texts(model, tok, srcs, cfg.decode, beam=2, nbest=1)
     hyps = tmp_path / "hyps.txt"
     hyps.write_text("".join(t.text + "\n" for t in out))

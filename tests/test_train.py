@@ -15,11 +15,11 @@ import pytest
 import torch
 import yaml
 
-from nmt import pipeline
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.errors import NmtError
+from nmt.jobs import train as train_job
 from nmt.train_checkpoint import Progress
 from nmt.train_clock import TrainClock
 
@@ -80,7 +80,7 @@ def metrics(run: Path) -> list[dict]:
 
 @pytest.mark.parametrize("arch", sorted(MODELS))
 def test_loss_falls_for_every_architecture(tmp_path, arch):
-    run = pipeline.train(load_config(write_config(tmp_path, arch, max_steps=40))).run
+    run = train_job.train(load_config(write_config(tmp_path, arch, max_steps=40))).run
     train_rows = [m for m in metrics(run) if m["split"] == "train"]
     assert len(train_rows) == 8
     assert train_rows[-1]["loss"] < 0.85 * train_rows[0]["loss"]
@@ -99,13 +99,13 @@ def _params(path: Path) -> dict[str, torch.Tensor]:
 def test_resume_continues_exactly_mid_epoch(tmp_path):
     # 400 pairs at 400 tokens per batch is ~20 batches per epoch: step 7 is mid-epoch.
     full = write_config(tmp_path / "a", "transformer", max_steps=16)
-    run_a = pipeline.train(load_config(full)).run
+    run_a = train_job.train(load_config(full)).run
 
     part = write_config(tmp_path / "b", "transformer", max_steps=7)
-    run_b = pipeline.train(load_config(part)).run
+    run_b = train_job.train(load_config(part)).run
     ck = load_checkpoint(step_checkpoints(run_b)[-1])
     assert ck["progress"]["epoch"] == 0 and 0 < ck["progress"]["batch_in_epoch"]
-    pipeline.train(load_config(part, ["train.max_steps=16"]), resume=True)
+    train_job.train(load_config(part, ["train.max_steps=16"]), resume=True)
 
     a, b = _params(step_checkpoints(run_a)[-1]), _params(step_checkpoints(run_b)[-1])
     assert a.keys() == b.keys()
@@ -117,17 +117,17 @@ def test_resume_continues_exactly_mid_epoch(tmp_path):
 
 def test_resume_refuses_changed_model(tmp_path):
     cfg = write_config(tmp_path, "transformer", max_steps=3)
-    pipeline.train(load_config(cfg))
+    train_job.train(load_config(cfg))
     with pytest.raises(NmtError, match="'model' in the config differs"):
-        pipeline.train(load_config(cfg, ["model.d_model=64", "train.max_steps=6"]), resume=True)
+        train_job.train(load_config(cfg, ["model.d_model=64", "train.max_steps=6"]), resume=True)
 
 
 def test_resume_refuses_settings_that_would_change_the_continued_run(tmp_path):
     cfg = write_config(tmp_path, "transformer", max_steps=3, precision="fp32")
-    pipeline.train(load_config(cfg))
+    train_job.train(load_config(cfg))
     # a new seed reorders the batches, so "continue at batch N" would repeat and skip data
     with pytest.raises(NmtError, match="'train.seed' is 8 but the run .* used 7"):
-        pipeline.train(load_config(cfg, ["train.seed=8", "train.max_steps=6"]), resume=True)
+        train_job.train(load_config(cfg, ["train.seed=8", "train.max_steps=6"]), resume=True)
     for change in (
         "train.precision=bf16",
         "train.optimizer=adamw",
@@ -136,9 +136,9 @@ def test_resume_refuses_settings_that_would_change_the_continued_run(tmp_path):
         "train.early_stop_metric=loss",
     ):
         with pytest.raises(NmtError, match=f"'{change.split('=')[0]}'"):
-            pipeline.train(load_config(cfg, [change, "train.max_steps=6"]), resume=True)
+            train_job.train(load_config(cfg, [change, "train.max_steps=6"]), resume=True)
     # limits and logging may change
-    result = pipeline.train(
+    result = train_job.train(
         load_config(cfg, ["train.max_steps=5", "train.log_every=1"]), resume=True
     )
     assert load_checkpoint(step_checkpoints(result.run)[-1])["step"] == 5
@@ -149,19 +149,21 @@ def test_resume_accepts_auto_precision_where_it_means_the_run_precision(tmp_path
 
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))  # auto = fp32
     cfg = write_config(tmp_path, "transformer", max_steps=2, precision="fp32", device="cpu")
-    pipeline.train(load_config(cfg))  # a run from before `auto` was the default
-    result = pipeline.train(
+    train_job.train(load_config(cfg))  # a run from before `auto` was the default
+    result = train_job.train(
         load_config(cfg, ["train.precision=auto", "train.max_steps=3"]), resume=True
     )
     assert load_checkpoint(step_checkpoints(result.run)[-1])["step"] == 3
     with pytest.raises(NmtError, match="'train.precision' is 'bf16'"):
-        pipeline.train(load_config(cfg, ["train.precision=bf16", "train.max_steps=4"]), resume=True)
+        train_job.train(
+            load_config(cfg, ["train.precision=bf16", "train.max_steps=4"]), resume=True
+        )
 
 
 def test_resume_of_a_finished_run_trains_no_extra_step(tmp_path):
     cfg = write_config(tmp_path, "transformer", max_steps=4)
-    pipeline.train(load_config(cfg))
-    result = pipeline.train(load_config(cfg), resume=True)
+    train_job.train(load_config(cfg))
+    result = train_job.train(load_config(cfg), resume=True)
     assert result.stop_reason == "reached max_steps=4" and not result.interrupted
     assert [p.name for p in step_checkpoints(result.run)] == ["step_4.pt"]
     assert [m["step"] for m in metrics(result.run) if m["split"] == "valid"] == [4]
@@ -180,12 +182,12 @@ def test_resume_after_a_signal_validates_the_unvalidated_last_steps(tmp_path, mo
 
     cfg = write_config(tmp_path, "seq2seq", max_steps=10, valid_every=2)
     monkeypatch.setattr(train_mod.Trainer, "train_step", ctrl_c_after_step_3)
-    first = pipeline.train(load_config(cfg))
+    first = train_job.train(load_config(cfg))
     assert first.interrupted and first.stop_reason == "interrupted by SIGINT"
     assert [m["step"] for m in metrics(first.run) if m["split"] == "valid"] == [2]
     monkeypatch.setattr(train_mod.Trainer, "train_step", real_step)
     # the budget is already spent: no step is trained, but step 3 still gets its validation
-    again = pipeline.train(load_config(cfg, ["train.max_steps=3"]), resume=True)
+    again = train_job.train(load_config(cfg, ["train.max_steps=3"]), resume=True)
     assert not again.interrupted and again.stop_reason == "reached max_steps=3"
     assert [m["step"] for m in metrics(again.run) if m["split"] == "valid"] == [2, 3]
     assert load_checkpoint(again.run / "best.pt")["step"] in (2, 3)
@@ -193,7 +195,7 @@ def test_resume_after_a_signal_validates_the_unvalidated_last_steps(tmp_path, mo
 
 def test_without_a_validation_split_best_is_the_latest_model(tmp_path):
     cfg = write_config(tmp_path, "seq2seq", max_steps=6, valid_every=2)
-    run = pipeline.train(load_config(cfg, ["data.splits={train: train}"])).run
+    run = train_job.train(load_config(cfg, ["data.splits={train: train}"])).run
     assert load_checkpoint(run / "best.pt")["step"] == 6
     assert not [m for m in metrics(run) if m["split"] == "valid"]
 
@@ -206,7 +208,7 @@ def test_early_stopping_after_patience_validations_without_improvement(tmp_path,
         train_mod.Trainer, "validate", lambda self: {"loss": 1.0, "ppl": 2.7, "bleu": next(scores)}
     )
     cfg = write_config(tmp_path, "seq2seq", max_steps=100, valid_every=2, patience=2)
-    result = pipeline.train(load_config(cfg))
+    result = train_job.train(load_config(cfg))
     assert result.stop_reason == "early stopping: no improvement in 2 validations"
     assert not result.interrupted
     assert [m["step"] for m in metrics(result.run) if m["split"] == "valid"] == [2, 4, 6, 8]
@@ -233,7 +235,7 @@ def test_existing_run_dir_is_not_overwritten_without_flag(tmp_path, capsys):
 
 
 def test_max_minutes_stops_cleanly_with_checkpoint(tmp_path):
-    run = pipeline.train(
+    run = train_job.train(
         load_config(write_config(tmp_path, "seq2seq", max_steps=0, max_minutes=0.02))
     ).run
     ck = load_checkpoint(step_checkpoints(run)[-1])
@@ -256,7 +258,7 @@ def test_bf16_autocast_trains_and_decodes_on_cpu_for_every_architecture(
     cfg = write_config(
         tmp_path, name, max_steps=2, precision="bf16", device="cpu", valid_max_sentences=4
     )
-    run = pipeline.train(load_config(cfg, sets)).run
+    run = train_job.train(load_config(cfg, sets)).run
     log = (run / "train.log").read_text()
     assert (
         "precision: bf16 autocast on cpu (this CPU has no native bf16: expect it to be slow)" in log
@@ -270,7 +272,7 @@ def test_precision_auto_is_fp32_on_a_cpu_without_bf16_units(tmp_path, monkeypatc
     import nmt.precision as precision
 
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
-    run = pipeline.train(
+    run = train_job.train(
         load_config(write_config(tmp_path / "a", "transformer", max_steps=1, device="cpu"))
     ).run
     assert "precision: auto: fp32 on cpu" in (run / "train.log").read_text()
@@ -298,14 +300,14 @@ def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, monkeypatch)
         return loss * float("nan") if calls["n"] in (3, 4) else loss
 
     monkeypatch.setattr(train_mod, "loss_fn", sometimes_nan)
-    run = pipeline.train(load_config(write_config(tmp_path / "x", "transformer", max_steps=6))).run
+    run = train_job.train(load_config(write_config(tmp_path / "x", "transformer", max_steps=6))).run
     log = (run / "train.log").read_text()
     assert "non-finite loss" in log and "2 in total" in log
     assert load_checkpoint(step_checkpoints(run)[-1])["step"] == 6
 
     monkeypatch.setattr(train_mod, "loss_fn", lambda logits, *a: logits.sum() * float("inf"))
     with pytest.raises(NmtError, match="5 consecutive steps with a non-finite loss"):
-        pipeline.train(load_config(write_config(tmp_path / "y", "transformer", max_steps=20)))
+        train_job.train(load_config(write_config(tmp_path / "y", "transformer", max_steps=20)))
 
 
 def _wait_for(path: Path, text: str, timeout: float = 120) -> None:
@@ -338,7 +340,7 @@ def test_signal_saves_checkpoint_and_resume_continues(tmp_path, sig):
     assert f"interrupted by {sig.name}" in err
     step = load_checkpoint(step_checkpoints(tmp_path / "run")[-1])["step"]
     assert step >= 3
-    run = pipeline.train(load_config(cfg, [f"train.max_steps={step + 2}"]), resume=True).run
+    run = train_job.train(load_config(cfg, [f"train.max_steps={step + 2}"]), resume=True).run
     assert load_checkpoint(step_checkpoints(run)[-1])["step"] == step + 2
 
 
@@ -380,7 +382,7 @@ def test_two_process_gloo_training_then_single_process_evaluate(tmp_path):
     rngs = load_checkpoint(step_checkpoints(run)[-1])["rng_ranks"]
     assert len(rngs) == 2 and not torch.equal(rngs[0]["torch"], rngs[1]["torch"])
     # ... yet resuming on fewer processes (one) continues
-    resumed = pipeline.train(load_config(cfg, ["train.max_steps=26"]), resume=True)
+    resumed = train_job.train(load_config(cfg, ["train.max_steps=26"]), resume=True)
     assert load_checkpoint(step_checkpoints(resumed.run)[-1])["step"] == 26
 
 
@@ -462,10 +464,10 @@ def test_max_minutes_counts_this_run_and_valid_rows_carry_the_training_seconds(
     monkeypatch.setattr(train_mod.Trainer, "train_step", timed_step)
     monkeypatch.setattr(train_mod, "TrainClock", lambda: TrainClock(now=fake.now))
     cfg = write_config(tmp_path, "seq2seq", max_steps=0, max_minutes=1, valid_every=2)
-    first = pipeline.train(load_config(cfg))
+    first = train_job.train(load_config(cfg))
     assert first.stop_reason == "reached max_minutes=1"  # 3 steps of 20 s
     fake.t += 3600  # an hour between the end of the first run and the resume
-    again = pipeline.train(load_config(cfg), resume=True)
+    again = train_job.train(load_config(cfg), resume=True)
     # the resumed run gets its own minute (3 more steps), and the hour counts nowhere
     assert again.stop_reason == "reached max_minutes=1"
     valid = [m for m in metrics(again.run) if m["split"] == "valid"]

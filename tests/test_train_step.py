@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt import pipeline
+import nmt
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.config.load import load_config
+from nmt.jobs import train as train_job
 from nmt.train import Trainer
 from nmt.train_log import strict_json
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_train import metrics, write_config  # noqa: E402
 
-NMT_DIR = str(Path(pipeline.__file__).parent)
+NMT_DIR = str(Path(nmt.__file__).parent)
 # Every way Python code reads a tensor's value onto the host (each one a sync on a GPU).
 READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
 
@@ -68,7 +69,7 @@ def test_at_most_one_host_read_per_step_outside_logging_steps(tmp_path, monkeypa
     monkeypatch.setattr(Trainer, "train", counted_train)
     cfg = write_config(tmp_path, arch, max_steps=steps, log_every=1000, accum_steps=2, device="cpu")
     with count_host_reads(counter):
-        pipeline.train(load_config(cfg))
+        train_job.train(load_config(cfg))
     assert len(counter["reads"]) <= steps, counter["reads"]
     assert counter["reads"] == ["tolist in train_step.py"] * steps  # the step's one read
 
@@ -111,7 +112,7 @@ def test_fp16_overflow_steps_are_skipped_and_do_not_advance_the_schedule(tmp_pat
         schedule="noam",
         warmup_steps=4,
     )
-    run = pipeline.train(load_config(cfg)).run
+    run = train_job.train(load_config(cfg)).run
     ck = load_checkpoint(step_checkpoints(run)[-1])
     assert ck["progress"]["scaler_skipped"] == 2 and ck["step"] == 6
     assert ck["progress"]["batch_in_epoch"] == 8  # the skipped batches were read

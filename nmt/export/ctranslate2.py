@@ -207,7 +207,7 @@ def export_ctranslate2(
 
 
 def output_limit(n_src_ids: int, cfg: DecodeConfig) -> int:
-    """Our per-sentence limit (nmt.decode.max_lengths) for a source of n ids incl. EOS."""
+    """Our per-sentence limit (nmt.search.hypotheses.max_lengths) for a source of n ids incl. EOS."""
     return math.floor(cfg.max_len_a * n_src_ids + cfg.max_len_b)
 
 

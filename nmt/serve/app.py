@@ -1,7 +1,7 @@
 """`nmt serve`: FastAPI routes and schemas over one `Translator` and its `Batcher`.
 
     POST /v1/translate   {"text": [...], "beam", "nbest", "alignment", "attention_layer",
-                          "attention_head"} -> {"translations": [...], "model": {...}, "time_ms"}
+                          "attention_head", "sample", "temperature", "top_k", "top_p", "seed"} -> {"translations": [...], "model": {...}, "time_ms"}
     GET  /v1/health      liveness, queue length, counters
     GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits
     GET  /               the page (static/index.html, app.js, style.css)
@@ -30,8 +30,9 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nmt.api import Translator
+from nmt.api import Sampling, Translator
 from nmt.errors import NmtError
+from nmt.inference import check_nbest
 from nmt.serve.batcher import Batcher, Options, QueueFull
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -74,6 +75,19 @@ class TranslateRequest(BaseModel):
     attention_head: Optional[int] = Field(
         None, description="head of the reported attention (transformer; null = mean over heads)"
     )
+    sample: bool = Field(
+        False, description="draw tokens instead of searching (nbest = samples per sentence)"
+    )
+    temperature: Optional[float] = Field(
+        None, gt=0, description="sampling: divide log-probs by T (default: decode.temperature)"
+    )
+    top_k: Optional[int] = Field(
+        None, ge=0, description="sampling: draw from the K likeliest tokens (0 = all)"
+    )
+    top_p: Optional[float] = Field(
+        None, gt=0, le=1, description="sampling: draw from the nucleus of mass P"
+    )
+    seed: Optional[int] = Field(None, description="sampling seed (default: decode.seed)")
 
 
 class NBestOut(BaseModel):
@@ -194,10 +208,7 @@ def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[l
             raise ApiError(422, f"text.{i}: not valid Unicode (a lone surrogate escape)") from None
     info = translator.info
     beam = info.default_beam if req.beam is None else req.beam
-    if beam > limits.max_beam:
-        raise ApiError(422, f"beam: expected at most {limits.max_beam}, got {beam}")
-    if req.nbest > beam:
-        raise ApiError(422, f"nbest: expected at most the beam ({beam}), got {req.nbest}")
+    _check_beam(beam, req, limits)
     layers, heads = info.attention_layers, info.attention_heads
     if not -layers <= req.attention_layer < layers:
         raise ApiError(
@@ -212,8 +223,23 @@ def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[l
             f"model has {heads} head(s)), got {req.attention_head}",
         )
     return req.text, Options(
-        beam, req.nbest, req.alignment, req.attention_layer, req.attention_head
+        beam, req.nbest, req.alignment, req.attention_layer, req.attention_head, _sampling(req)
     )
+
+
+def _check_beam(beam: int, req: TranslateRequest, limits: Limits) -> None:
+    """The server's beam limit and the n-best rule every front end checks."""
+    if beam > limits.max_beam:
+        raise ApiError(422, f"beam: expected at most {limits.max_beam}, got {beam}")
+    try:
+        check_nbest(beam, req.nbest, req.sample)
+    except NmtError as e:
+        raise ApiError(422, str(e)) from None
+
+
+def _sampling(req: TranslateRequest) -> Optional[Sampling]:
+    """The request's sampling settings, or None to search."""
+    return Sampling(req.temperature, req.top_k, req.top_p, req.seed) if req.sample else None
 
 
 def _error(status: int, message: str, headers: Optional[dict] = None) -> JSONResponse:

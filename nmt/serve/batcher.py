@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Optional
 
+from nmt.api import Sampling
 from nmt.errors import NmtError
 
 log = logging.getLogger("nmt")
@@ -44,6 +45,7 @@ class Options:
     alignment: bool = False
     attention_layer: int = -1
     attention_head: Optional[int] = None
+    sampling: Optional[Sampling] = None  # draw nbest samples instead of searching
 
 
 @dataclass
@@ -231,6 +233,7 @@ class Batcher:
                 attention_layer=o.attention_layer,
                 attention_head=o.attention_head,
                 batch_tokens=self.max_batch_tokens or None,
+                sampling=o.sampling,
             )
         except Exception as e:  # noqa: BLE001 -- the worker must outlive any one request
             if len(jobs) > 1:  # find the culprit; the others still succeed

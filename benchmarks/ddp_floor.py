@@ -1,6 +1,6 @@
 """The memory floor of a torch training process: no corpus, no nmt, one Adam step.
 
-`scripts/benchmark_data.py --only floor` runs this alone and under a 2-process `torchrun`
+`benchmarks/benchmark_data.py --only floor` runs this alone and under a 2-process `torchrun`
 (gloo), measured like `nmt train`, to show what a second rank costs whatever the trainer: the
 interpreter, torch, its process group and DDP, and what torch imports on the first optimiser
 step (`torch.optim` imports `torch._dynamo`, which imports sympy). The model has 389k

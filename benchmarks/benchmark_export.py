@@ -16,8 +16,8 @@ limits (max_len_a 0) in both engines: CTranslate2 then sorts and batches all sen
 call, as nmt does, and no sentence's limit is lower than its own per-sentence one. With a
 trained model few outputs come near it; the JSON counts those that reach it.
 
-    python scripts/benchmark_export.py RUN [RUN ...] --n 1000 --threads 2 --reps 3 \
-        --out docs/benchmark-export-2core-cpu.json [--profile] [--bf16] [--limit per-sentence]
+    python benchmarks/benchmark_export.py RUN [RUN ...] --n 1000 --threads 2 --reps 3 \
+        --out benchmarks/benchmark-export-2core-cpu.json [--profile] [--bf16] [--limit per-sentence]
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.machine import cpu_model, simd_flags, uptime, write_json  # noqa: E402
+from benchmarks.machine import load_avg as load  # noqa: E402
 from nmt.checkpoint import load_model  # noqa: E402
 from nmt.config import DecodeConfig  # noqa: E402
 from nmt.data.corpus import load_split  # noqa: E402
@@ -55,28 +57,15 @@ from nmt.translate import encode_inputs, translate_texts  # noqa: E402
 
 
 def machine() -> dict:
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    info = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
-    flags = info.get("Flags", "").split()
     return {
-        "cpu": info.get("Model name", "").strip(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "simd_flags": sorted(
-            f for f in flags if f.startswith(("avx", "fma", "amx", "f16c")) or "vnni" in f
-        ),
+        "simd_flags": simd_flags(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "quantized_engine": torch.backends.quantized.engine,
         "ctranslate2": import_ctranslate2().__version__,
     }
-
-
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
-def load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 ENGINES = ["nmt fp32", "nmt fp32 mkl", "ct2 fp32", "nmt int8", "ct2 int8"]
@@ -290,19 +279,12 @@ def main() -> None:
 
     def save(partial: dict) -> None:
         runs = out["runs"] + [partial]
-        Path(a.out).write_text(
-            json.dumps(
-                {**out, "runs": runs, "load_after": load(), "uptime_after": uptime()}, indent=2
-            )
-            + "\n",
-            encoding="utf-8",
-        )
+        write_json(a.out, {**out, "runs": runs, "load_after": load(), "uptime_after": uptime()})
 
     for run in a.runs:
         out["runs"].append(bench_run(run, a, save))
     out["load_after"], out["uptime_after"] = load(), uptime()
-    Path(a.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(out, indent=2))
+    print(write_json(a.out, out))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Throughput and latency of `nmt serve` under concurrent clients, against its peers in one run.
 
-    python scripts/benchmark_serve.py --run /work/runs/multi30k-transformer \
+    python benchmarks/benchmark_serve.py --run /work/runs/multi30k-transformer \
         --src ../shared/data/multi30k/test_2016_flickr.de --n 1000 --clients 32 \
-        --out docs/benchmark-serve.json
+        --out benchmarks/benchmark-serve.json
 
 Sends N sentences, one per request, from C concurrent clients (one keep-alive connection each)
 over loopback to a real `nmt serve` process, with batching (--max-batch-tokens B) and with it
@@ -24,7 +24,6 @@ import json
 import os
 import queue
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,25 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine import free_port, lscpu, write_json  # noqa: E402
+from benchmarks.machine import uptime as load  # noqa: E402
+
 
 def machine() -> dict:
-    info = {}
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    for line in lscpu.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("Model name", "CPU(s)", "Flags"):
-            info[key.strip()] = value.strip()
-    return info
-
-
-def load() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return {k: v for k, v in lscpu().items() if k in ("Model name", "CPU(s)", "Flags")}
 
 
 def children_cpu_s() -> float:
@@ -296,10 +282,7 @@ def main() -> None:
             result["nmt_translate"]["cpu_s"] / (b["cpu_s"]["server"] + b["cpu_s"]["clients"]), 2
         ),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text + "\n", "utf-8")
+    print(write_json(a.out, result) if a.out else json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Training and translation throughput, model FLOP utilisation and peak memory, as JSON + a table.
 
-    python scripts/benchmark.py --out bench.json
-    python scripts/benchmark.py --translate runs/multi30k-transformer-local --out bench.json
+    python benchmarks/benchmark.py --out bench.json
+    python benchmarks/benchmark.py --translate runs/multi30k-transformer-local --out bench.json
 
 Training: for each config and precision, a fresh process builds the model and the real
 `Trainer`, and calls its `train_step` (the step `nmt train` runs: schedule, clipping, GradScaler,
@@ -31,6 +31,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.machine import cpu_model, load_avg, write_json  # noqa: E402
+
 DEFAULT_CONFIGS = [
     "configs/multi30k/rnnsearch_local.yaml",
     "configs/multi30k/transformer_local.yaml",
@@ -42,23 +46,11 @@ def cpu_info() -> dict:
     shared machine are only comparable within one run)."""
     from nmt.precision import cpu_flags
 
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        model = next(
-            (l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")),
-            platform.processor(),
-        )
-    except OSError:
-        model = platform.processor()
     wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
-    try:
-        load = Path("/proc/loadavg").read_text().split()[:3]
-    except OSError:
-        load = []
     return {
-        "cpu_model": model,
+        "cpu_model": cpu_model(),
         "cpu_flags": [f for f in wanted if f in cpu_flags()],
-        "load_avg": [float(x) for x in load],
+        "load_avg": load_avg(),
     }
 
 
@@ -254,8 +246,8 @@ def translate_worker(args: argparse.Namespace) -> dict:
 
     from nmt.checkpoint import load_model
     from nmt.data.corpus import load_split
-    from nmt.pipeline import decoding_autocast, decoding_device
-    from nmt.precision import decode_precision
+    from nmt.inference import decoding_device
+    from nmt.precision import autocast_for, decode_precision
     from nmt.train import peak_memory_mb
     from nmt.translate import translate_texts
 
@@ -279,7 +271,7 @@ def translate_worker(args: argparse.Namespace) -> dict:
         runs, hyps = [], None
         for _ in range(args.repeats):
             t = time.perf_counter()
-            with decoding_autocast(cfg, device):
+            with autocast_for(decode_precision(cfg.train.precision, device), device):
                 hyps = translate_texts(model, tok, srcs, cfg.decode, beam=beam, device=device)
             runs.append(time.perf_counter() - t)
         el = statistics.median(runs)
@@ -456,7 +448,7 @@ def main() -> None:
                 ]
             )
         )
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
     print(table(result))
     print(f"\nwrote {args.out}")
 

@@ -5,13 +5,12 @@ the parameter count and the median forward+backward wall time of one batch of B 
 tokens on each side, in fp32 and under bf16 autocast. Matmul FLOPs use the models' own
 `matmul_flops_per_token` (x3 for forward+backward).
 
-    python scripts/time_models.py --out time_models.json
+    python benchmarks/time_models.py --out time_models.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.machine import machine, write_json  # noqa: E402
 from nmt.config.load import model_config  # noqa: E402
 from nmt.models import build_model  # noqa: E402
 
@@ -103,6 +103,7 @@ def main() -> None:
     batch = (src, src != 0, tgt_in, tgt_out)
 
     results = {
+        "machine": machine(),
         "device": str(device),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -130,7 +131,7 @@ def main() -> None:
         results["models"][name] = row
         print(line, flush=True)
     if args.out:
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.out, results)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Why benchmark_export.py runs each engine in its own process: nmt's speed alone, then after
 CTranslate2 ran in the same process (each library brings its own OpenMP thread pool).
 
-    python scripts/check_engine_interference.py RUN [--n 1000] [--beam 1]
+    python benchmarks/check_engine_interference.py RUN [--n 1000] [--beam 1]
 """
 
 from __future__ import annotations

@@ -4,15 +4,13 @@ stop 21's rule (a sentence waits for `beam` finished hypotheses, plus a greedy p
 beam >= greedy), the same without the greedy pass, and early stopping (the default), all with
 nmt's fp32 CPU decoding (oneDNN linears), in one process, one after the other.
 
-    python scripts/benchmark_beam_stop.py RUN [RUN ...] --beam 5 --threads 2 --out beam_stop.json
+    python benchmarks/benchmark_beam_stop.py RUN [RUN ...] --beam 5 --threads 2 --out beam_stop.json
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.machine import cpu_model, write_json  # noqa: E402
 from nmt.checkpoint import load_model  # noqa: E402
 from nmt.data.corpus import load_split  # noqa: E402
 from nmt.models.onednn import use_onednn_linears  # noqa: E402
@@ -63,11 +62,9 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    cpu = next((x.split(":", 1)[1].strip() for x in lscpu.splitlines() if "Model name" in x), "")
-    res = {"command": "python " + " ".join(sys.argv), "cpu": cpu, "threads": a.threads}
+    res = {"command": "python " + " ".join(sys.argv), "cpu": cpu_model(), "threads": a.threads}
     res["runs"] = [bench(run, a.beam) for run in a.runs]
-    Path(a.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    write_json(a.out, res, indent=1)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """Speed of the bootstrap intervals and the paired test, against sacreBLEU's own PairedTest in
 the same run (the peer: it materialises every resample's [n, d] statistics), as JSON.
 
-    python scripts/benchmark_bootstrap.py --out bench_bootstrap.json
+    python benchmarks/benchmark_bootstrap.py --out bench_bootstrap.json
 
 The resampling alone is also timed on the same BLEU statistics, ours (a count matrix times the
 statistics) against sacreBLEU's way (index each resample's rows, then sum), with the same draws.
@@ -20,13 +20,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.machine import cpu_flags, cpu_model, uptime, write_json  # noqa: E402
 
 WMT = ROOT.parent / "shared" / "data" / "wmt-news-de-en"
 
@@ -60,24 +61,11 @@ def timed(fn, repeats: int) -> tuple[float, object]:
 
 
 def machine() -> dict:
-    def run(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True).stdout
-        except OSError:
-            return ""
-
-    lscpu = run(["lscpu"])
-    model = next(
-        (l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?"
-    )
-    flags = next(
-        (l.split(":", 1)[1].split() for l in lscpu.splitlines() if l.startswith("Flags")), []
-    )
     return {
-        "cpu": model,
-        "avx512": any(f.startswith("avx512") for f in flags),
+        "cpu": cpu_model(),
+        "avx512": any(f.startswith("avx512") for f in cpu_flags()),
         "cores": os.cpu_count(),
-        "uptime": run(["uptime"]).strip(),
+        "uptime": uptime(),
     }
 
 
@@ -170,10 +158,7 @@ def main() -> None:
             "sacrebleu": {"bleu": theirs["BLEU"][1].p_value, "chrf": theirs["chrF2"][1].p_value},
         },
     }
-    text = json.dumps(result, indent=2) + "\n"
-    if a.out:
-        Path(a.out).write_text(text)
-    print(text, end="")
+    print(write_json(a.out, result) if a.out else json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ process tree, sampled for the summed RSS (and PSS) of the processes that do the 
 The machine is shared: only ratios taken in the same run compare, and CPU seconds (the command
 and its reaped workers) say more than wall time under load. lscpu and load are recorded.
 
-    python scripts/benchmark_data.py --corpus /tmp/c2m --baseline /work/old --out bench.json \
+    python benchmarks/benchmark_data.py --corpus /tmp/c2m --baseline /work/old --out bench.json \
         --lock /work/exp/cpu.lock
 
 --baseline is a worktree of the old code (the commit before the prepared corpus); it runs with
@@ -36,7 +36,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.machine import cpu_flags, cpu_model, free_port, lscpu, write_json  # noqa: E402
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 SETTINGS = [
     "data.source=local",
@@ -189,12 +192,6 @@ def nmt_cmd(python: str, sub: list[str], data: Path, extra: list[str]) -> list[s
     return [python, "-m", "nmt", *sub, "configs/toy/transformer.yaml", *sets]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def which_nmt(python: str, cwd: Path, env: dict) -> str:
     """The `nmt` package this interpreter imports with this cwd and environment."""
     return subprocess.run(
@@ -228,13 +225,11 @@ def locked(path: Path | None):
 
 
 def machine() -> dict:
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    info = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
     return {
-        "cpu": info.get("Model name", "").strip(),
-        "cpus": info.get("CPU(s)", "").strip(),
-        "flags_avx2": "avx2" in info.get("Flags", ""),
-        "flags_avx512f": "avx512f" in info.get("Flags", ""),
+        "cpu": cpu_model(),
+        "cpus": lscpu().get("CPU(s)", ""),
+        "flags_avx2": "avx2" in cpu_flags(),
+        "flags_avx512f": "avx512f" in cpu_flags(),
         "load": os.getloadavg(),
     }
 
@@ -325,7 +320,7 @@ def main() -> None:
 
     def save() -> None:
         res["machine_after"] = machine()
-        a.out.write_text(json.dumps(res, indent=1) + "\n")
+        write_json(a.out, res, indent=1)
 
     def stage(
         name: str, cmd: list[str], cwd: Path = REPO, env: dict | None = None, reps: int = 1, **kw
@@ -445,8 +440,8 @@ def main() -> None:
                 res[f"{name}_{m}_minus_one_rank_mb"] = round(
                     res[name][f"peak_{m}_mb"] - res[one][f"peak_{m}_mb"], 1
                 )
-    # The floor: what any torch trainer's second rank costs (scripts/ddp_floor.py: no corpus).
-    floor = [str(REPO / "scripts" / "ddp_floor.py")]
+    # The floor: what any torch trainer's second rank costs (benchmarks/ddp_floor.py: no corpus).
+    floor = [str(REPO / "benchmarks" / "ddp_floor.py")]
     stage("floor_one_process", [py, *floor], mark=FIRST_STEP, reps=a.reps)
     ddp = [py, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}"]
     stage(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where a training step's time goes: torch.profiler over N optimiser steps of one study model.
 
-    python scripts/profile_step.py configs/study/quick.yaml rnnsearch --steps 8 --out prof.json
+    python benchmarks/profile_step.py configs/study/quick.yaml rnnsearch --steps 8 --out prof.json
 
 The model trains on the study's real batches through the trainer's own step, one thread, after
 `--warmup` steps; the JSON holds the top ops by self CPU time, their share of op time, the share
@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import write_json  # noqa: E402
 
 MATMUL_OPS = {
     "aten::mm",
@@ -94,10 +96,7 @@ def main() -> None:
             for e in top
         ],
     }
-    text = json.dumps(out, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    print(write_json(args.out, out, indent=1) if args.out else json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,131 @@
+"""`nmt evaluate`: BLEU, chrF and BLEU by length of a checkpoint (or ensemble)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nmt.cli.options import count, decode_args, decode_overrides, ints, metrics
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    e = sub.add_parser(
+        "evaluate",
+        help="BLEU, chrF and BLEU by source length for a checkpoint",
+        description="Decode a split (or --src/--ref files) with a checkpoint or run "
+        "directory (its best checkpoint), print sacreBLEU with its signature, chrF "
+        "and the length-bucket table, and write hyps.txt, scores.json and "
+        "bleu_by_length.png into the report directory.",
+    )
+    e.add_argument(
+        "checkpoint",
+        nargs="+",
+        help="checkpoint file or run directory; several are decoded as one ensemble",
+    )
+    e.add_argument("--split", help="split role from the config (default: eval.split)")
+    e.add_argument("--src", help="source file (with --ref) instead of a config split")
+    e.add_argument("--ref", help="reference file (with --src)")
+    e.add_argument(
+        "--report",
+        help="report directory (default: RUN/eval_SPLIT_beamK, or "
+        "RUN/eval_file_NAME_beamK for --src NAME.xx)",
+    )
+    e.add_argument(
+        "--buckets",
+        type=ints,
+        help="bucket upper bounds in source words, e.g. 10,20,30,40,50 (default: eval.buckets)",
+    )
+    _report_args(e)
+    decode_args(e)
+    e.set_defaults(func=run)
+
+
+def _report_args(e: argparse.ArgumentParser) -> None:
+    """`nmt evaluate` options of what the report holds: plots, metrics, intervals."""
+    e.add_argument(
+        "--attention-plots",
+        type=count,
+        default=0,
+        metavar="N",
+        help="save soft-alignment heatmaps for the first N sentences",
+    )
+    e.add_argument(
+        "--attention-layer",
+        type=int,
+        default=-1,
+        help="transformer layer whose cross-attention is plotted (default: last)",
+    )
+    e.add_argument(
+        "--attention-head",
+        type=int,
+        default=None,
+        help="transformer head to plot (default: mean over heads)",
+    )
+    e.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="REPORT_DIR",
+        help="also draw this report beside other report or run directories",
+    )
+    e.add_argument(
+        "--metrics",
+        type=metrics,
+        default=("bleu", "chrf"),
+        help="comma-separated sacreBLEU metrics: bleu, chrf, ter (default: bleu,chrf)",
+    )
+    e.add_argument(
+        "--bootstrap",
+        type=count,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples for the 95%% intervals (0: none; default: 1000)",
+    )
+    e.add_argument(
+        "--comet-model",
+        metavar="CKPT",
+        help="also score COMET with this local checkpoint (needs unbabel-comet "
+        "installed; nothing is downloaded)",
+    )
+    e.add_argument(
+        "--verbose",
+        action="store_true",
+        help="name the source words the vocabulary does not know, line by line",
+    )
+
+
+def run(a: argparse.Namespace) -> int:
+    from nmt.jobs.evaluate import EvalOptions, evaluate
+    from nmt.logs import setup_logging
+    from nmt.report import format_scores
+
+    setup_logging()
+    opts = EvalOptions(
+        split=a.split,
+        src_file=a.src,
+        ref_file=a.ref,
+        beam=a.beam,
+        report_dir=a.report,
+        buckets=a.buckets,
+        attention_plots=a.attention_plots,
+        attn_layer=a.attention_layer,
+        attn_head=a.attention_head,
+        device=a.device,
+        progress=sys.stderr.isatty(),
+        overrides=decode_overrides(a),
+        int8=a.int8,
+        metrics=a.metrics,
+        bootstrap=a.bootstrap,
+        comet_model=a.comet_model,
+        verbose=a.verbose,
+    )
+    scores, report = evaluate(a.checkpoint, opts)
+    print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
+    print(format_scores(scores))
+    print(f"report: {report}")
+    if a.compare:
+        from nmt.compare import compare_reports
+
+        table = compare_reports([str(report), *a.compare], report / "compare")
+        print(table)
+        print(f"comparison: {report / 'compare'}")
+    return 0

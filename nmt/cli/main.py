@@ -1,0 +1,72 @@
+"""`nmt` command line: one module per command, each registering its own parser.
+
+A new command is one module with `register(sub)` (its parser, `set_defaults(func=run)`) and
+`run(args) -> int`, and its name in `COMMANDS`. User mistakes (NmtError) and failures of the machine
+(OSError: disk full, permission denied) print one line `nmt: error: ...` and exit with code 2;
+only bugs show a traceback. A training run stopped by SIGINT/SIGTERM exits 128 + the signal
+number (130, 143), never 0: it is checkpointed, not done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+from typing import Optional
+
+from nmt import __version__
+from nmt.errors import NmtError
+
+# The command modules (nmt/cli/NAME.py), in the order `nmt --help` lists them: a new command is
+# its module and one name here.
+COMMANDS = (
+    "train",
+    "evaluate",
+    "translate",
+    "average",
+    "score",
+    "compare",
+    "study",
+    "export",
+    "prepare",
+    "data",
+    "serve",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="nmt",
+        description="Neural machine translation from YAML configs: seq2seq, RNNsearch "
+        "(Bahdanau attention) and Transformer, with BLEU by sentence length.",
+        epilog="Run 'nmt COMMAND --help' for the options of each command.",
+    )
+    ap.add_argument("--version", action="version", version=f"nmt {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        import_module(f"nmt.cli.{name}").register(sub)
+    return ap
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if a.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return a.func(a)
+    except NmtError as err:
+        print(f"nmt: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the machine, not a bug: disk full, permission denied, read-only fs
+        where = f": {err.filename}" if err.filename else ""
+        print(f"nmt: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nmt: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""Argument types and the decoding options `evaluate`, `translate` and `score` share."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from nmt.errors import NmtError
+
+
+def ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+
+
+def int_at_least(lo: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= lo."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {v}")
+        return v
+
+    return parse
+
+
+positive, count = int_at_least(1), int_at_least(0)
+
+
+positive, count = int_at_least(1), int_at_least(0)
+
+
+def metrics(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
+    bad = [n for n in names if n not in ("bleu", "chrf", "ter")]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"expected metrics from bleu, chrf, ter, got {text!r}")
+    return names
+
+
+def decode_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=positive, help="beam size (1 = greedy; default: decode.beam)")
+    p.add_argument("--alpha", type=float, help="GNMT length penalty (default: decode.alpha)")
+    p.add_argument("--batch-tokens", type=positive, help="source tokens per decoding batch")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda or cuda:N (default: the run's training device where this "
+        "machine has it, else cpu)",
+    )
+    p.add_argument(
+        "--int8",
+        action="store_true",
+        help="dynamic int8 quantization of the linear layers (CPU only)",
+    )
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=count,
+        metavar="N",
+        help="never repeat an n-gram of N tokens (default: decode.no_repeat_ngram)",
+    )
+    g = p.add_argument_group("sampling (instead of search; --nbest K draws K samples)")
+    g.add_argument(
+        "--sample", action="store_true", default=None, help="sample each token instead of searching"
+    )
+    g.add_argument("--temperature", type=float, help="divide log-probs by T (default 1)")
+    g.add_argument("--top-k", type=count, metavar="K", help="draw from the K likeliest tokens")
+    g.add_argument("--top-p", type=float, metavar="P", help="draw from the nucleus of mass P")
+    g.add_argument("--seed", type=int, help="sampling seed (default: decode.seed)")
+
+
+def decode_overrides(a: argparse.Namespace) -> dict:
+    """decode.* options given on the command line (checked by the config loader)."""
+    if getattr(a, "alpha", None) is not None and a.alpha < 0:
+        raise NmtError(f"--alpha must be >= 0, got {a.alpha}")
+    keys = (
+        "alpha",
+        "batch_tokens",
+        "no_repeat_ngram",
+        "sample",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+    )
+    return {k: getattr(a, k) for k in keys if getattr(a, k, None) is not None}

@@ -1,0 +1,105 @@
+"""`nmt serve`: the HTTP server and its page."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nmt.cli.options import count, positive
+from nmt.errors import NmtError
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    sv = sub.add_parser(
+        "serve",
+        help="HTTP translation server with a page showing the attention",
+        description="Serve a checkpoint or run directory over HTTP: POST "
+        "/v1/translate, GET /v1/model, GET /v1/health, the page at / and the "
+        'OpenAPI schema at /docs. Needs the serve extra: pip install -e ".[serve]"',
+    )
+    sv.add_argument(
+        "checkpoint",
+        nargs="+",
+        help="checkpoint file or run directory; several are served as one ensemble",
+    )
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    sv.add_argument("--port", type=count, default=8000, help="port (default: 8000)")
+    _batching_args(sv)
+    sv.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda or cuda:N (default: the run's training device where this "
+        "machine has it, else cpu)",
+    )
+    sv.add_argument(
+        "--precision",
+        default=None,
+        choices=["fp32", "bf16", "fp16"],
+        help="decoding precision (default: as nmt translate: fp32 on a CPU, the run's on a GPU)",
+    )
+    sv.add_argument(
+        "--int8",
+        action="store_true",
+        help="dynamic int8 quantization of the linear layers (CPU only)",
+    )
+    sv.set_defaults(func=run)
+
+
+def _batching_args(sv: argparse.ArgumentParser) -> None:
+    """How requests share batches, queue and time out."""
+    sv.add_argument(
+        "--max-batch-tokens",
+        type=count,
+        default=2000,
+        metavar="N",
+        help="padded source tokens per merged batch; 0 = no merging (default: 2000)",
+    )
+    sv.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=10.0,
+        metavar="M",
+        help="how long a request waits for others to share its batch (default: 10)",
+    )
+    sv.add_argument(
+        "--queue",
+        type=positive,
+        default=256,
+        metavar="N",
+        help="requests waiting before the server answers 503 (default: 256)",
+    )
+    sv.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds per request, queueing included, before 504 (default: 60)",
+    )
+
+
+def run(a: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from nmt.serve.app import Limits, create_app
+    except ImportError as e:
+        raise NmtError(
+            f"nmt serve needs the serve extra ({e.name} is not installed): "
+            f'pip install -e ".[serve]"'
+        ) from None
+    from nmt.api import Translator
+    from nmt.logs import setup_logging
+
+    if a.max_wait_ms < 0 or a.timeout <= 0:
+        raise NmtError("--max-wait-ms must be >= 0 and --timeout > 0")
+    setup_logging()
+    translator = Translator.load(a.checkpoint, device=a.device, precision=a.precision, int8=a.int8)
+    limits = Limits(
+        max_batch_tokens=a.max_batch_tokens,
+        max_wait_ms=a.max_wait_ms,
+        queue=a.queue,
+        timeout_s=a.timeout,
+    )
+    print(f"nmt serve: {translator.info.checkpoint} on http://{a.host}:{a.port}/", file=sys.stderr)
+    uvicorn.run(create_app(translator, limits), host=a.host, port=a.port, log_level="warning")
+    return 0

@@ -1,0 +1,36 @@
+"""`nmt study`: train and compare several models by sentence length."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    s = sub.add_parser(
+        "study",
+        help="train and compare several models by sentence length",
+        description="Train each model of a study on the same data and budget, "
+        "evaluate them with the same decoding and write one report. Resumable: "
+        "models already trained in the study directory are skipped.",
+    )
+    s.add_argument("study", help="study YAML (e.g. configs/study/quick.yaml)")
+    s.add_argument("--out", help="study directory (default: the study's out key)")
+    s.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key for every model, e.g. --set train.max_minutes=5",
+    )
+    s.set_defaults(func=run)
+
+
+def run(a: argparse.Namespace) -> int:
+    from nmt.logs import setup_logging
+    from nmt.study import run_study
+
+    setup_logging()
+    out = run_study(a.study, a.out, a.set)
+    print((out / "study.md").read_text(encoding="utf-8"))
+    print(f"study report: {out}")
+    return 0

@@ -1,0 +1,248 @@
+"""`nmt evaluate`: a checkpoint (or ensemble) decodes a split or files; scores with bootstrap
+intervals, BLEU by length and attention plots go into a report directory."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from nmt.bootstrap import DEFAULT_SAMPLES
+from nmt.config import Config
+from nmt.data.corpus import load_split, read_lines
+from nmt.errors import NmtError
+from nmt.evaluate import (
+    DEFAULT_METRICS,
+    MeanScore,
+    bucket_bounds,
+    data_fingerprint,
+    make_metric,
+    score_report,
+)
+from nmt.inference import load_for_decoding
+from nmt.models import NMTModel
+from nmt.run_dir import RunDir
+from nmt.translate import Translation, translate_texts
+from nmt.unknown_words import warn_unknown
+
+log = logging.getLogger("nmt")
+
+
+@dataclass
+class EvalOptions:
+    """What `nmt evaluate` decodes and how it scores and reports (the command's options)."""
+
+    split: Optional[str] = None  # a split role of the config (default: eval.split)
+    src_file: Optional[str] = None  # or these two files
+    ref_file: Optional[str] = None
+    beam: Optional[int] = None
+    report_dir: Optional[str] = None  # default RUN/eval_SPLIT_beamK
+    buckets: Optional[list[int]] = None
+    attention_plots: int = 0
+    attn_layer: int = -1
+    attn_head: Optional[int] = None
+    device: Optional[str] = None
+    progress: bool = True
+    overrides: Optional[dict] = None  # decode.* settings from the command line
+    int8: bool = False
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    bootstrap: int = DEFAULT_SAMPLES  # resamples for 95% intervals (0: none)
+    comet_model: Optional[str] = None  # a local COMET checkpoint (needs unbabel-comet)
+    verbose: bool = False
+
+
+def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[dict, Path]:
+    """Decode a split (or --src/--ref files) with a checkpoint (several: an ensemble); write
+    hyps, scores with bootstrap intervals, and plots into the report directory."""
+    from nmt.report import write_report  # matplotlib: imported only when a report is written
+
+    o = o or EvalOptions()
+    m = load_for_decoding(target, o.device, int8=o.int8, overrides=o.overrides)
+    cfg, model, tok, meta = m.cfg, m.model, m.tok, m.meta
+    srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file)
+    warn_unknown(tok, srcs, o.src_file or f"split {name}", o.verbose)
+    bounds = o.buckets or cfg.eval.buckets
+    _check_eval_options(bounds, o.metrics, o.comet_model)  # before decoding the whole split
+    model.set_attention_view(o.attn_layer, o.attn_head)
+    k = cfg.decode.beam if o.beam is None else o.beam
+    what = test_set["split"] or f"{o.src_file} / {o.ref_file}"
+    log.info(
+        f"evaluating {meta['path']} (step {meta['step']}) on {what}: {len(srcs)} "
+        f"sentences, beam {k}"
+    )
+    with m.autocast():
+        out = translate_texts(
+            model,
+            tok,
+            srcs,
+            cfg.decode,
+            beam=k,
+            nbest=1,
+            device=m.device,
+            progress=o.progress,
+            return_attn=o.attention_plots > 0,
+        )
+    hyps = [t.text for t in out]
+    scores = _scores(srcs, hyps, refs, bounds, o, m.device)
+    scores.update(
+        {
+            "beam": k,
+            "checkpoint": meta["path"],
+            "step": meta["step"],
+            "split": test_set["split"],
+            "test_set": test_set,
+        }
+    )
+    report, model_name = _report_place(cfg, meta, name, k, o.int8, o.report_dir)
+    write_report(
+        report,
+        scores,
+        hyps,
+        srcs=srcs,
+        refs=refs,
+        name=model_name,
+        title=f"BLEU by source length: {what}, {len(srcs)} sentences",
+    )
+    if o.attention_plots:
+        view = _attention_view(cfg, model, o.attn_layer, o.attn_head)
+        _attention_plots(out, srcs, tok, report, o.attention_plots, f"{model_name}, {view}")
+    return scores, report
+
+
+def _scores(
+    srcs: list[str],
+    hyps: list[str],
+    refs: list[str],
+    bounds: list[int],
+    o: EvalOptions,
+    device: torch.device,
+) -> dict:
+    """The scores report, with COMET from a local checkpoint when one is given."""
+    extra, comet_model = None, o.comet_model
+    if comet_model:
+        from nmt.comet import comet_scores
+
+        gpus = int(str(device).startswith("cuda"))
+        extra = {
+            "comet": (
+                MeanScore(f"comet:{comet_model}"),
+                comet_scores(comet_model, srcs, hyps, refs, gpus=gpus),
+            )
+        }
+    return score_report(srcs, hyps, refs, bounds, o.metrics, n_samples=o.bootstrap, extra=extra)
+
+
+def _report_place(
+    cfg: Config, meta: dict, name: str, k: int, int8: bool, report_dir: Optional[str]
+) -> tuple[Path, str]:
+    """The report directory (given, or RUN/eval_NAME_beamK...) and the model's name in it."""
+    run = RunDir.of_checkpoint(meta["path"])
+    members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
+    suffix = f"{members}{'_int8' if int8 else ''}"
+    report = Path(report_dir) if report_dir else run.report(name, k, suffix)
+    ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
+    return report, (
+        f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, "
+        f"beam {k}{', int8' if int8 else ''})"
+    )
+
+
+def _eval_set(
+    cfg: Config, split: Optional[str], src_file: Optional[str], ref_file: Optional[str]
+) -> tuple[list[str], list[str], str, dict]:
+    """Sources, references, the report's name for them and the scores' `test_set` record."""
+    if src_file or ref_file:
+        if not (src_file and ref_file):
+            raise NmtError("--src and --ref must be given together")
+        srcs, refs = read_lines(src_file), read_lines(ref_file)
+        if len(srcs) != len(refs):
+            raise NmtError(
+                f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has {len(refs)}"
+            )
+        name = f"file_{Path(src_file).stem}"  # never the directory of a split's report
+        test_set = {
+            "split": None,
+            "src_file": str(Path(src_file).resolve()),
+            "ref_file": str(Path(ref_file).resolve()),
+        }
+    else:
+        name = split or cfg.eval.split
+        srcs, refs = load_split(cfg.data, name)
+        test_set = {"split": name, "data": _data_name(cfg)}
+    if not srcs:
+        raise NmtError(f"nothing to evaluate: {test_set['split'] or src_file} is empty")
+    test_set.update(
+        {
+            "n": len(srcs),
+            "src_words": sum(len(s.split()) for s in srcs),
+            "ref_words": sum(len(r.split()) for r in refs),
+            "sha256": data_fingerprint(srcs, refs),
+        }
+    )
+    return srcs, refs, name, test_set
+
+
+def _check_eval_options(
+    bounds: list[int], metrics: tuple[str, ...], comet_model: Optional[str]
+) -> None:
+    bucket_bounds(bounds)  # a bad --buckets fails now, not after decoding the whole split
+    for m in metrics:
+        make_metric(m)  # so does a bad --metrics
+    if comet_model and not Path(comet_model).is_file():
+        raise NmtError(f"--comet-model {comet_model}: no such file (a local COMET checkpoint)")
+
+
+def _data_name(cfg: Config) -> str:
+    """Where a split comes from, for the report: the hub dataset or the local directory."""
+    d = cfg.data
+    if d.source == "hub":
+        return f"hub:{d.hub_name}" + (f"/{d.hub_config}" if d.hub_config else "")
+    if d.source == "local":
+        return f"local:{Path(d.path).resolve() if d.path else '?'}"
+    return f"synthetic:seed={d.synthetic.seed}"
+
+
+def _attention_view(cfg: Config, model: NMTModel, layer: int, head: Optional[int]) -> str:
+    layers, heads = model.attention_shape()
+    if layers == 1 and heads == 1:
+        return "attention"
+    shown = layer % layers + 1
+    return f"cross-attention layer {shown}/{layers}, " + (
+        "mean of heads" if head is None else f"head {head + 1}/{heads}"
+    )
+
+
+def _attention_plots(
+    out: list[Translation], srcs: list[str], tok, report: Path, n: int, what: str
+) -> None:
+    """Heatmaps of the first n sentences, labelled with what the reader typed: each source
+    piece's own input text (an unknown word keeps its spelling), target pieces without the
+    word-boundary marker."""
+    from nmt.pieces import display, surfaces
+    from nmt.report import plot_attention
+
+    made = 0
+    for i, t in enumerate(out):
+        if made >= n:
+            break
+        if t.hyp is None or t.hyp.attn is None:
+            continue
+        text = srcs[i].lower() if tok.lowercase else srcs[i]
+        pieces = t.src_pieces[:-1]  # the model's pieces (maybe truncated), then </s>
+        surf = surfaces(tok.src, text)[: len(pieces)]
+        surf = surf if len(surf) == len(pieces) else [""] * len(pieces)
+        src = [s or display(p) or "\u00b7" for s, p in zip(surf, pieces)] + ["</s>"]
+        tgt = [display(p) or "\u00b7" for p in tok.tgt_pieces(t.hyp.tokens)] + ["</s>"]
+        plot_attention(
+            src,
+            tgt,
+            t.hyp.attn.float().cpu().numpy(),
+            report / f"attention_{i + 1}.png",
+            title=f"{what}\nsentence {i + 1}: {len(srcs[i].split())} words",
+        )
+        made += 1
+    if made == 0:
+        log.warning("--attention-plots: this model reports no attention (seq2seq has none)")

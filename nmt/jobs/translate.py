@@ -1,0 +1,179 @@
+"""`nmt translate` (lines in, lines out, n-best, prefixes, word alignments) and `nmt score`
+(forced decoding of given pairs), over a model loaded by `nmt.inference`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+from nmt.data.corpus import read_lines
+from nmt.data.tokenizer import Tokenizer
+from nmt.errors import NmtError
+from nmt.files import atomic_write
+from nmt.inference import Loaded, check_nbest, load_for_decoding
+from nmt.translate import Translation, score_pairs, translate_texts
+from nmt.unknown_words import warn_unknown
+
+
+@dataclass
+class Session:
+    """A loaded model (or ensemble) with its decoding settings, ready to translate lines."""
+
+    loaded: Loaded
+    beam: int
+    nbest: int
+
+    @property
+    def tok(self) -> Tokenizer:
+        return self.loaded.tok
+
+    def translate(
+        self,
+        lines: list[str],
+        where: str,
+        progress: bool = False,
+        prefixes: Optional[list[str]] = None,
+        return_attn: bool = False,
+    ) -> list[Translation]:
+        m = self.loaded
+        with m.autocast():
+            return translate_texts(
+                m.model,
+                m.tok,
+                lines,
+                m.cfg.decode,
+                beam=self.beam,
+                nbest=self.nbest,
+                device=m.device,
+                progress=progress,
+                where=where,
+                prefixes=prefixes,
+                return_attn=return_attn,
+            )
+
+    def output_lines(self, t: Translation, index: int) -> list[str]:
+        """The text, or with nbest > 1 the lines `INDEX ||| HYPOTHESIS ||| SCORE`."""
+        if self.nbest == 1:
+            return [t.text]
+        return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
+
+
+def open_session(
+    target: str | list[str],
+    beam: Optional[int],
+    nbest: int,
+    device: Optional[str] = None,
+    overrides: Optional[dict] = None,
+    int8: bool = False,
+) -> Session:
+    """Load checkpoint(s) for `nmt translate`, with command-line decode settings checked."""
+    m = load_for_decoding(target, device, int8=int8, overrides=overrides)
+    k = m.cfg.decode.beam if beam is None else beam
+    check_nbest(k, nbest, m.cfg.decode.sample, "--nbest")
+    return Session(m, k, nbest)
+
+
+def translate(
+    session: Session,
+    lines: list[str],
+    where: str,
+    output_path: Optional[str],
+    prefix_path: Optional[str] = None,
+    alignment: bool = False,
+    verbose: bool = False,
+    progress: bool = False,
+) -> int:
+    """`nmt translate` of given lines (read by the CLI from `where`): one output line per input
+    line, to `output_path` or stdout."""
+    warn_unknown(session.tok, lines, where, verbose)
+    prefixes = read_lines(prefix_path) if prefix_path else None
+    if prefixes is not None and len(prefixes) != len(lines):
+        raise NmtError(
+            f"--prefix {prefix_path} has {len(prefixes)} lines but the input has "
+            f"{len(lines)}; expected one prefix line per input line"
+        )
+    out = session.translate(lines, where, progress, prefixes, return_attn=alignment)
+    text = "".join(line + "\n" for i, t in enumerate(out) for line in session.output_lines(t, i))
+    if alignment:
+        _write_alignments(out, lines, session.tok, output_path)
+    _emit(text, output_path)
+    return 0
+
+
+def _emit(text: str, output_path: Optional[str]) -> None:
+    """The command's output: written atomically to `output_path`, or to stdout."""
+    if output_path:
+        atomic_write(output_path, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _write_alignments(out: list[Translation], lines: list[str], tok, output_path: str) -> None:
+    """FILE.align: Pharaoh `src-tgt` word links per line; FILE.align.json: soft word alignments."""
+    from nmt.alignment import (
+        hard_alignment,
+        pharaoh,
+        word_attention,
+        word_index_by_decoding,
+        word_index_by_words,
+    )
+    from nmt.data.tokenizer import UNK
+
+    hard, soft = [], []
+    for t, text in zip(out, lines):
+        if t.hyp is None:
+            hard.append("")
+            soft.append({"src": [], "tgt": [], "attention": []})
+            continue
+        if t.hyp.attn is None:
+            raise NmtError("--alignment needs a model with attention (seq2seq has none)")
+        src = [tok.src.piece_to_id(p) for p in t.src_pieces[:-1]]
+        src_words = text.split()
+        src_index = word_index_by_words(src, [ids[:-1] for ids in tok.encode_src(src_words)], UNK)
+        if src_index is None:  # e.g. truncated: index the words decoded
+            src_index = word_index_by_decoding(src, tok.src.decode)
+            src_words = tok.src.decode(src).split()
+        a = word_attention(
+            t.hyp.attn.float().numpy(),
+            src_index,
+            word_index_by_decoding(t.hyp.tokens, lambda ids: tok.decode_tgt([ids])[0]),
+        )
+        if not t.text.split():  # nothing but unknown pieces came out
+            a = a[:0]
+        hard.append(pharaoh(hard_alignment(a)))
+        soft.append(
+            {
+                "src": src_words,
+                "tgt": t.text.split(),
+                "attention": [[round(float(x), 4) for x in row] for row in a],
+            }
+        )
+    atomic_write(output_path + ".align", "".join(line + "\n" for line in hard))
+    atomic_write(
+        output_path + ".align.json", "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in soft)
+    )
+
+
+def score(
+    target: str | list[str],
+    src_file: str,
+    ref_file: str,
+    output_path: Optional[str],
+    device: Optional[str] = None,
+    overrides: Optional[dict] = None,
+) -> int:
+    """`nmt score`: one JSON line per (source, reference) pair with its model log-probs."""
+    srcs, refs = read_lines(src_file), read_lines(ref_file)
+    if len(srcs) != len(refs):
+        raise NmtError(
+            f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has {len(refs)}"
+        )
+    m = load_for_decoding(target, device, overrides=overrides)
+    with m.autocast():
+        rows = score_pairs(m.model, m.tok, srcs, refs, m.cfg.decode, m.device, where=src_file)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    _emit(text, output_path)
+    return 0
