@@ -35,6 +35,8 @@ from nmt.errors import NmtError
 from nmt.serve.batcher import Batcher, Options, QueueFull
 
 STATIC = Path(__file__).resolve().parent / "static"
+DRAIN_BYTES = 64 * 1024 * 1024  # of an oversized body, read and dropped before the 413
+CLOSE = {"Connection": "close"}  # after a 413 the connection is not reused
 
 
 @dataclass(frozen=True)
@@ -142,15 +144,24 @@ def _field_error(err: dict) -> str:
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused (413) as soon as it passes `limit` bytes."""
+    """The body, or a 413 once it passes `limit` bytes. The rest of an oversized body is read and
+    dropped first (up to DRAIN_BYTES): a client that sends its whole body before reading the
+    answer (urllib, most HTTP libraries) gets a broken pipe if the server closes on unread data."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body: {declared} bytes, the limit is {limit}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, f"request body: more than {limit} bytes, the limit is {limit}")
+    too_long = bool(declared and declared.isdigit() and int(declared) > limit)
+    waits = request.headers.get("expect", "").lower() == "100-continue"  # curl: sends nothing yet
+    body, seen = bytearray(), 0
+    if not (too_long and (waits or int(declared) > DRAIN_BYTES)):
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > DRAIN_BYTES:
+                break
+            if seen <= limit:  # past it, chunks are only counted
+                body += chunk
+    if too_long:
+        raise ApiError(413, f"request body: {declared} bytes, the limit is {limit}", CLOSE)
+    if seen > limit:
+        raise ApiError(413, f"request body: more than {limit} bytes, the limit is {limit}", CLOSE)
     return bytes(body)
 
 
