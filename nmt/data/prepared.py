@@ -87,6 +87,8 @@ def corpus_key(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> str:
     from nmt.data import synthetic
 
     data = {k: v for k, v in asdict(cfg.data).items() if k not in NOT_IN_KEY}
+    if data.get("path"):  # a folder reached through a symlink is the same corpus
+        data["path"] = str(Path(data["path"]).resolve())
     files = []
     for p in corpus.split_files(cfg.data, "train"):
         if not p.is_file():
