@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import REPO
 from nmt import pipeline
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import main
@@ -122,3 +123,32 @@ def test_study_reports_a_time_cap_that_cut_a_step_budget(tmp_path, capsys):
     assert result["steps"] < 100000 and result["stop_reason"].startswith("reached max_minutes")
     md = (tmp_path / "s" / "study.md").read_text()
     assert "Stopped before their step budget: rnnsearch (reached max_minutes=0.002)" in md
+
+
+TOYS = sorted((REPO / "configs" / "toy").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", TOYS, ids=[p.stem for p in TOYS])
+def test_a_toy_config_is_a_step_budget_that_runs_to_its_last_step(path, tmp_path):
+    """No time cap to stop a toy run short of its steps on a busy machine, and the precision
+    this CPU runs fastest; trained here on a smaller corpus for 4 of its steps."""
+    cfg = load_config(path)
+    assert cfg.train.max_steps > 0 and cfg.train.max_minutes == 0
+    assert cfg.train.precision == "auto"
+    small = {
+        "data.synthetic.train": 200,
+        "data.synthetic.valid": 10,
+        "data.synthetic.test": 10,
+        "train.max_steps": 4,
+        "train.valid_every": 100000,
+        "train.threads": 1,
+        "train.progress": "false",
+        "train.run_dir": str(tmp_path / "run"),
+    }
+    assert (
+        main(["train", str(path), *(a for k, v in small.items() for a in ("--set", f"{k}={v}"))])
+        == 0
+    )
+    ckpt = load_checkpoint(tmp_path / "run" / "best.pt")
+    assert ckpt["step"] == 4
+    assert "stopped at step 4: reached max_steps=4" in (tmp_path / "run" / "train.log").read_text()
