@@ -8,6 +8,7 @@ import json
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,12 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from nmt.api import Translator  # noqa: E402
 from nmt.cli import main  # noqa: E402
+from nmt.config import DataConfig, SyntheticConfig  # noqa: E402
+from nmt.data.synthetic import write_corpus  # noqa: E402
 from nmt.precision import decode_precision  # noqa: E402
 from nmt.serve.app import Limits, create_app  # noqa: E402
 from nmt.serve.batcher import Batcher, Options  # noqa: E402
+from nmt.serve.example import example_sentence  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +123,27 @@ def test_health_model_page_and_openapi(client):
         "nbest",
         "alignment",
     }
+
+
+def test_the_model_info_carries_an_example_from_the_runs_own_test_split(client, sources):
+    """The page's placeholder: the run's first test sentence, not German for any model."""
+    assert client.get("/v1/model").json()["example"] == sources[0]
+
+
+def test_the_example_sentence_comes_from_the_split_the_model_was_trained_for(tmp_path):
+    synthetic = DataConfig(source="synthetic", synthetic=SyntheticConfig(test=5, seed=4))
+    write_corpus(tmp_path / "syn", synthetic.synthetic)  # what training would read
+    first = (tmp_path / "syn" / "test.src").read_text("utf-8").splitlines()[0]
+    assert example_sentence(synthetic) == first
+    local = DataConfig(source="local", path=str(tmp_path / "here"), src_lang="de", tgt_lang="en")
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "val.de").write_text("\nein Hund .\n", "utf-8")  # a blank line first
+    (tmp_path / "here" / "val.en").write_text("\na dog .\n", "utf-8")
+    local = replace(local, splits={"train": "train", "valid": "val"})
+    assert example_sentence(local) == "ein Hund ."  # no test split: the validation one
+    gone = replace(local, path=str(tmp_path / "elsewhere"))  # served on another machine
+    assert example_sentence(gone) is None
+    assert example_sentence(DataConfig(source="hub", hub_name="wmt14")) is None  # never fetched
 
 
 # ---------------------------------------------------------------------------------- bad input

@@ -3,7 +3,8 @@
     POST /v1/translate   {"text": [...], "beam", "nbest", "alignment", "attention_layer",
                           "attention_head"} -> {"translations": [...], "model": {...}, "time_ms"}
     GET  /v1/health      liveness, queue length, counters
-    GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits
+    GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits,
+                         an example sentence from the run's own data
     GET  /               the page (static/index.html, app.js, style.css)
 
 Every error is a JSON body {"error": "..."} naming the field and what was expected: 400 for
@@ -33,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from nmt.api import Translator
 from nmt.errors import NmtError
 from nmt.serve.batcher import Batcher, Options, QueueFull
+from nmt.serve.example import example_sentence
 
 STATIC = Path(__file__).resolve().parent / "static"
 DRAIN_BYTES = 64 * 1024 * 1024  # of an oversized body, read and dropped before the 413
@@ -107,6 +109,9 @@ class ModelOut(BaseModel):
     device: str
     precision: str
     limits: dict
+    example: Optional[str] = Field(
+        None, description="the first source sentence of the run's test (else validation) split"
+    )
 
 
 class TranslateResponse(BaseModel):
@@ -302,6 +307,7 @@ def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
         device=str(translator.device),
         precision=translator.precision,
         limits={k: v for k, v in asdict(limits).items()},
+        example=example_sentence(translator.cfg.data),
     )
     _add_translate_route(app, batcher, translator, limits, model)
     _add_info_routes(app, batcher, model)
