@@ -14,6 +14,7 @@ the file), and unmapped again.
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ class FileIdColumn(IdColumn):
     def __init__(self, fds: list[int], chunks: list[tuple[int, int, int, np.dtype, int]]) -> None:
         # chunk: (file index, offsets position, values position, id dtype, rows); int32 offsets
         self.fds, self.chunks = fds, chunks
+        self._closer = weakref.finalize(self, _close, fds)  # when collected, or at exit
         self.starts = np.concatenate([[0], np.cumsum([c[4] for c in chunks], dtype=np.int64)])
 
     @classmethod
@@ -53,13 +55,7 @@ class FileIdColumn(IdColumn):
         return [cls([os.open(f, flags) for f in files], chunks[n]) for n in names]
 
     def close(self) -> None:
-        for fd in self.fds:
-            os.close(fd)
-        self.fds = []
-
-    def __del__(self) -> None:
-        if getattr(self, "fds", None):
-            self.close()
+        self._closer()
 
     def _offsets(self, c: int, first: int, count: int) -> np.ndarray:
         f, at = self.chunks[c][:2]
@@ -103,3 +99,8 @@ def _where(c, base: int, size: int, path: Path, name: str) -> tuple[int, int, np
     if not all(0 <= a < size for a in at):  # a buffer pyarrow copied is not in the file
         raise ValueError(f"{path}: {name} is not stored uncompressed in place")
     return (*at, dtype)
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
