@@ -106,3 +106,19 @@ def test_the_server_answers_the_next_request_after_an_oversized_one(url, tiny_tr
     )
     with urllib.request.urlopen(req, timeout=60) as r:
         assert r.status == 200 and json.loads(r.read())["translations"][0]["text"]
+
+
+def test_a_client_that_waits_for_100_continue_gets_the_413_without_sending_the_body(url):
+    """curl's way: it sends the headers, waits, and on a 413 never sends its 8 MB."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        s.sendall(
+            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % BIG
+        )
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    status, answer = answer_of(got)
+    assert status == "HTTP/1.1 413 Request Entity Too Large"
+    assert answer == {"error": f"request body: {BIG} bytes, the limit is {LIMIT}"}
