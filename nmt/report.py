@@ -21,11 +21,13 @@ from matplotlib.figure import Figure
 
 from nmt.bootstrap import SIGNIFICANCE
 from nmt.errors import NmtError
-from nmt.evaluate import SCORES_FILE, bucket_label
+from nmt.evaluate import HIGHER_IS_BETTER, SCORES_FILE, bucket_label
 
 HYPS_FILE, SRCS_FILE, REFS_FILE = "hyps.txt", "srcs.txt", "refs.txt"
 PLOT_FILE = "bleu_by_length.png"
 LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER", "comet": "COMET"}
+# Significance marks (tables and plots): which way a model differs from the first, not only that.
+BETTER, WORSE = "▲", "▼"
 
 
 # ------------------------------------------------------------------------------- buckets
@@ -61,10 +63,20 @@ def _fmt(value: Optional[float], ci: Optional[list] = None) -> str:
     return f"{value:.2f}" if not ci else f"{value:.2f} [{ci[0]:.1f}, {ci[1]:.1f}]"
 
 
-def _fmt_p(p: Optional[float]) -> str:
+def significance_mark(
+    p: Optional[float], mine: Optional[float], theirs: Optional[float], metric: str
+) -> str:
+    """BETTER or WORSE where the paired test says p < SIGNIFICANCE (by the metric's direction:
+    lower TER is better), else ''."""
+    if p is None or p >= SIGNIFICANCE or mine is None or theirs is None or mine == theirs:
+        return ""
+    return BETTER if (mine > theirs) == HIGHER_IS_BETTER.get(metric, True) else WORSE
+
+
+def _fmt_p(p: Optional[float], mark: str = "") -> str:
     if p is None:
         return "-"
-    return ("<0.001" if p < 0.001 else f"{p:.3f}") + (" *" if p < SIGNIFICANCE else "")
+    return ("<0.001" if p < 0.001 else f"{p:.3f}") + (f" {mark}" if mark else "")
 
 
 def _markdown(header: list[str], rows: list[list[str]]) -> str:
@@ -94,7 +106,8 @@ def _notes(scores_by_model: dict[str, dict], dropped: list[str], tests: Optional
         samples = next(iter(tests.values())).get("samples", "?")
         notes.append(
             f"p: sacreBLEU's paired bootstrap test against {first} ({samples} "
-            f"resamples); * p < {SIGNIFICANCE}."
+            f"resamples); {BETTER} significantly better, {WORSE} significantly worse than "
+            f"{first} (p < {SIGNIFICANCE})."
         )
     return "".join(f"\n{n}\n" for n in notes)
 
@@ -116,11 +129,13 @@ def bucket_table(
 
     def row(label: str, n: int, get, get_p) -> list[str]:
         cells = [label, str(n)]
+        theirs = get(next(iter(scores_by_model.values())))[0]
         for i, (name, s) in enumerate(scores_by_model.items()):
             value, ci = get(s)
             cells.append(_fmt(value, ci))
             if tests and i > 0:
-                cells.append(_fmt_p(get_p(tests.get(name))))
+                p = get_p(tests.get(name))
+                cells.append(_fmt_p(p, significance_mark(p, value, theirs, metric)))
         return cells
 
     rows = [
@@ -179,14 +194,6 @@ def _save(fig: Figure, path: str | os.PathLike, dpi: int = 120) -> None:
     atomic_write(path, buf.getvalue())
 
 
-def _stars(ax, test: dict, metric: str, points, color: str) -> None:
-    """A star above each (x, bucket, top) point whose paired test says p < SIGNIFICANCE."""
-    for xi, k, t in points:
-        p = test["buckets"][k].get(metric)
-        if p is not None and p < SIGNIFICANCE:
-            ax.annotate("*", (xi, t), ha="center", va="bottom", fontsize=14, color=color)
-
-
 def plot_bleu_by_length(
     scores_by_model: dict[str, dict],
     path: str | os.PathLike,
@@ -196,32 +203,44 @@ def plot_bleu_by_length(
 ) -> None:
     """A metric against source-length bucket, one line per model (Bahdanau et al. 2014, Fig. 2),
     with 95% bootstrap intervals as error bars, each bucket's sentence count under its label and,
-    with `tests`, a star over a model's point where it differs significantly from the first."""
+    with `tests`, a triangle over a model's point where it is significantly better (pointing up)
+    or worse (down) than the first."""
+    _save(bleu_by_length_figure(scores_by_model, title, tests, metric), path)
+
+
+def bleu_by_length_figure(
+    scores_by_model: dict[str, dict],
+    title: str | None = None,
+    tests: Optional[dict] = None,
+    metric: str = "bleu",
+) -> Figure:
+    """The figure of `plot_bleu_by_length`. The marks sit above the error bars with the axis
+    raised to hold them, and the legend stands outside the axes, where it covers no bar."""
     ranges = _buckets(scores_by_model)
     shown, dropped = shown_buckets(scores_by_model)
     first = next(iter(scores_by_model.values()))
     x = np.arange(len(shown), dtype=float)
-    fig = Figure(figsize=(6.4, 4.4))
+    fig = Figure(figsize=(8.4, 4.4))
     ax = fig.add_subplot()
     offsets = np.linspace(-0.08, 0.08, len(scores_by_model)) if len(scores_by_model) > 1 else [0.0]
+    base = [first["buckets"][k].get(metric) for k in shown]
+    tops, marks = [], []
     for (name, scores), dx in zip(scores_by_model.items(), offsets):
         bs = [scores["buckets"][k] for k in shown]
-        y = np.array([math.nan if b.get(metric) is None else b[metric] for b in bs])
-        cis = [b.get(f"{metric}_ci") for b in bs]
-        err = None
-        if all(ci is not None for ci in cis):
-            err = np.array(
-                [[v - ci[0] for v, ci in zip(y, cis)], [ci[1] - v for v, ci in zip(y, cis)]]
-            )
-        # A line joins neighbouring buckets only: a dropped empty bucket leaves a gap.
-        gaps = [i + 1 for i in range(len(shown) - 1) if shown[i + 1] != shown[i] + 1]
-        gx, gy = np.insert(x + dx, gaps, np.nan), np.insert(y, gaps, np.nan)
-        gerr = None if err is None else np.insert(err, gaps, np.nan, axis=1)
-        line = ax.errorbar(gx, gy, yerr=gerr, marker="o", capsize=3, label=name, clip_on=False)
+        color, top = _model_line(ax, name, bs, metric, x + dx, shown)
+        tops += [t for t in top if not math.isnan(t)]
         test = (tests or {}).get(name)
-        if test:
-            top = y if err is None else y + err[1]
-            _stars(ax, test, metric, zip(x + dx, shown, top), line.lines[0].get_color())
+        for i, k in enumerate(shown if test else ()):
+            p = test["buckets"][k].get(metric)
+            mark = significance_mark(p, bs[i].get(metric), base[i], metric)
+            if mark:
+                marks.append((x[i] + dx, top[i], mark, color))
+    high = max(tops, default=0.0) or 1.0
+    pad = 0.06 * high  # from the top of the error bar to the mark's centre
+    for xi, t, mark, color in marks:
+        up = mark == BETTER
+        ax.plot([xi], [t + pad], "^" if up else "v", color=color, ms=7, gid=("worse", "better")[up])
+    ax.set_ylim(0, high + 2.5 * pad)  # room for a mark over the highest bar, clear of the frame
     ax.set_xticks(x, [f"{bucket_label(*ranges[k])}\nn={first['buckets'][k]['n']}" for k in shown])
     ax.set_xlabel(
         "source sentence length (words)"
@@ -230,18 +249,41 @@ def plot_bleu_by_length(
     ax.set_ylabel(
         LABELS.get(metric, metric) + (" (95% bootstrap interval)" if first.get("bootstrap") else "")
     )
-    ax.set_ylim(bottom=0)
     ax.margins(x=0.1)
     ax.grid(True, alpha=0.4)
-    handles, labels = ax.get_legend_handles_labels()
-    if tests:
-        first_name = next(iter(scores_by_model))
-        handles.append(ax.plot([], [], " ")[0])
-        labels.append(f"* p < {SIGNIFICANCE} vs {first_name} (paired bootstrap)")
-    ax.legend(handles, labels, fontsize=8)
+    _legend(ax, next(iter(scores_by_model)) if tests else None)
     if title:
         ax.set_title(title)
-    _save(fig, path)
+    return fig
+
+
+def _model_line(ax, name: str, bs: list[dict], metric: str, x: np.ndarray, shown: list[int]):
+    """One model's points and error bars; (its colour, the top of each bar or point)."""
+    y = np.array([math.nan if b.get(metric) is None else b[metric] for b in bs], dtype=float)
+    cis = [b.get(f"{metric}_ci") for b in bs]
+    err = None
+    if all(ci is not None for ci in cis):
+        err = np.array([[v - ci[0] for v, ci in zip(y, cis)], [ci[1] - v for v, ci in zip(y, cis)]])
+    # A line joins neighbouring buckets only: a dropped empty bucket leaves a gap.
+    gaps = [i + 1 for i in range(len(shown) - 1) if shown[i + 1] != shown[i] + 1]
+    gx, gy = np.insert(x, gaps, np.nan), np.insert(y, gaps, np.nan)
+    gerr = None if err is None else np.insert(err, gaps, np.nan, axis=1)
+    line = ax.errorbar(gx, gy, yerr=gerr, marker="o", capsize=3, label=name, clip_on=False)
+    return line.lines[0].get_color(), (y if err is None else y + err[1])
+
+
+def _legend(ax, baseline: Optional[str]) -> None:
+    """The models, and with a `baseline` what the marks mean; right of the axes, off the bars."""
+    handles, labels = ax.get_legend_handles_labels()
+    if baseline:
+        for shape, what in (("^", "better"), ("v", "worse")):
+            handles.append(ax.plot([], [], shape, color="0.35", ms=7)[0])
+            labels.append(
+                f"significantly {what} than\n{baseline} (p < {SIGNIFICANCE},\npaired bootstrap)"
+            )
+    ax.legend(
+        handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0
+    )
 
 
 MAX_FIG_INCHES = (14.0, 12.0)  # about 1700 x 1450 px at 120 dpi, whatever the sentence length

@@ -101,6 +101,11 @@ def nmt_translate(run: Path, text: str) -> str:
     return out.stdout.rstrip("\n")
 
 
+def plain(pieces: list[str]) -> list[str]:
+    """Pieces as the page and the PNG maps label them: without the word-boundary marker."""
+    return [p.replace("\u2581", "") for p in pieces]
+
+
 def translate_on_page(page, url: str, sentence: str) -> None:
     page.goto(url + "/")
     page.wait_for_function("document.querySelector('#beam').options.length > 0")
@@ -124,7 +129,7 @@ def test_page_shows_nmt_translates_text_and_a_heatmap_row_per_target_piece(
     ]
     rows = page.locator("#heatmap tbody tr")
     assert rows.count() == len(t["tgt_pieces"])
-    assert page.locator("#heatmap tbody th").all_inner_texts() == t["tgt_pieces"]
+    assert page.locator("#heatmap tbody th").all_inner_texts() == plain(t["tgt_pieces"])
     assert page.locator("#heatmap thead th").count() == len(t["src_pieces"]) + 1
 
     page.hover("#heatmap tbody tr:nth-child(1) td:nth-of-type(1)")
@@ -150,4 +155,27 @@ def test_page_reads_on_a_phone_width_screen(server, browser, tiny_transformer_ru
     # Nothing wider than the screen but the heatmap, which scrolls inside its own box.
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     assert page.locator("#translate").is_visible()
+    page.close()
+
+
+def test_page_offers_the_runs_own_example_and_labels_the_heatmap_with_plain_words(
+    server, browser, tiny_transformer_run
+):
+    example = (tiny_transformer_run.parent / "corpus" / "test.src").read_text().splitlines()[0]
+    page = browser.new_page()
+    translate_on_page(page, server, example)
+    assert page.get_attribute("#source", "placeholder") == example  # not German for a toy model
+    (t,) = get_json(f"{server}/v1/translate", {"text": [example], "alignment": True})[
+        "translations"
+    ]
+    assert any("\u2581" in p for p in t["src_pieces"])  # the API keeps the pieces as they are
+    columns = page.locator("#heatmap thead th").all_inner_texts()[1:]
+    assert columns == plain(t["src_pieces"])
+    # The label row is as tall as its longest label and no taller: no blank band above them.
+    slack = page.evaluate(
+        """() => [...document.querySelectorAll('#heatmap thead th')].slice(1).map(th => {
+             const r = document.createRange(); r.selectNodeContents(th);
+             return th.getBoundingClientRect().height - r.getBoundingClientRect().height; })"""
+    )
+    assert columns and min(slack) < 16, slack
     page.close()

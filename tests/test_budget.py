@@ -12,11 +12,14 @@ import pytest
 import torch
 import yaml
 
+import nmt.train as train_mod
+from conftest import REPO
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.jobs import train as train_job
 from nmt.train import Trainer
+from nmt.train_clock import TrainClock
 from nmt.train_log import duration
 
 MODEL = {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64}
@@ -48,21 +51,32 @@ def write_config(path: Path, **train) -> Path:
     return path
 
 
+class SlowerMachine:
+    """The training clock on a machine where every training step takes `lag` seconds longer: the delay
+    is injected into the clock, so its effect shows in the recorded time, not a stopwatch."""
+
+    def __init__(self, lag: float) -> None:
+        self.lag, self.added, self.real = lag, 0.0, time.monotonic
+
+    def __call__(self) -> float:
+        return self.real() + self.added
+
+
 def test_a_slower_machine_trains_the_same_steps_to_the_same_model(tmp_path, monkeypatch):
     fast = train_job.train(load_config(write_config(tmp_path / "fast" / "c.yaml", max_steps=6)))
-    step = Trainer.train_step
+    clock, step = SlowerMachine(lag=100.0), Trainer.train_step
 
-    def slow_step(self, batches):  # the same work, three times the wall-clock time
-        t = time.perf_counter()
+    def slow_step(self, batches):  # the same work, each step 100 s later on the clock
         out = step(self, batches)
-        time.sleep(2 * (time.perf_counter() - t))
+        clock.added += clock.lag
         return out
 
+    monkeypatch.setattr(train_mod, "TrainClock", lambda: TrainClock(now=clock))
     monkeypatch.setattr(Trainer, "train_step", slow_step)
     slow = train_job.train(load_config(write_config(tmp_path / "slow" / "c.yaml", max_steps=6)))
     a, b = (load_checkpoint(r.run / "best.pt") for r in (fast, slow))
     assert a["step"] == b["step"] == 6
-    assert a["progress"]["train_seconds"] < b["progress"]["train_seconds"]
+    assert b["progress"]["train_seconds"] >= 6 * clock.lag  # the slower clock was counted
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
 
@@ -112,3 +126,32 @@ def test_study_reports_a_time_cap_that_cut_a_step_budget(tmp_path, capsys):
     assert result["steps"] < 100000 and result["stop_reason"].startswith("reached max_minutes")
     md = (tmp_path / "s" / "study.md").read_text()
     assert "Stopped before their step budget: rnnsearch (reached max_minutes=0.002)" in md
+
+
+TOYS = sorted((REPO / "configs" / "toy").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", TOYS, ids=[p.stem for p in TOYS])
+def test_a_toy_config_is_a_step_budget_that_runs_to_its_last_step(path, tmp_path):
+    """No time cap to stop a toy run short of its steps on a busy machine, and the precision
+    this CPU runs fastest; trained here on a smaller corpus for 4 of its steps."""
+    cfg = load_config(path)
+    assert cfg.train.max_steps > 0 and cfg.train.max_minutes == 0
+    assert cfg.train.precision == "auto"
+    small = {
+        "data.synthetic.train": 200,
+        "data.synthetic.valid": 10,
+        "data.synthetic.test": 10,
+        "train.max_steps": 4,
+        "train.valid_every": 100000,
+        "train.threads": 1,
+        "train.progress": "false",
+        "train.run_dir": str(tmp_path / "run"),
+    }
+    assert (
+        main(["train", str(path), *(a for k, v in small.items() for a in ("--set", f"{k}={v}"))])
+        == 0
+    )
+    ckpt = load_checkpoint(tmp_path / "run" / "best.pt")
+    assert ckpt["step"] == 4
+    assert "stopped at step 4: reached max_steps=4" in (tmp_path / "run" / "train.log").read_text()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
 from nmt.config.load import load_config, merge_sections, path_keys
+from nmt.data.corpus import load_split
+from nmt.data.prepared import corpus_key
 from nmt.errors import NmtError
 from nmt.study import load_study, model_configs
 
@@ -154,7 +158,29 @@ def test_the_local_multi30k_configs_inherit_from_the_hub_ones():
         local = load_config(REPO / "configs" / "multi30k" / f"{arch}_local.yaml")
         assert local.model == hub.model and local.train.lr == hub.train.lr
         assert local.data.source == "local" and local.data.hub_name is None
-        assert local.data.path == str((REPO.parent / "shared" / "data" / "multi30k").resolve())
+        # compared resolved: ../shared may be a symlink, which load_config keeps as written
+        shared = REPO.parent / "shared" / "data" / "multi30k"
+        assert Path(local.data.path).resolve() == shared.resolve()
+
+
+def test_a_symlinked_shared_folder_reads_and_keys_the_same_corpus(tmp_path):
+    """A clone whose ../shared is a symlink: the local config's path leads to the same files and
+    names the same prepared corpus as the real folder does."""
+    real = tmp_path / "disk" / "data" / "multi30k"
+    for split in ("train", "val", "test_2016_flickr"):
+        write(real / f"{split}.de", "ein Hund .\nzwei Katzen .\n")
+        write(real / f"{split}.en", "a dog .\ntwo cats .\n")
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO / "configs" / "multi30k", clone / "repo" / "configs" / "multi30k")
+    (clone / "shared").symlink_to(tmp_path / "disk", target_is_directory=True)
+    cfg = load_config(clone / "repo" / "configs" / "multi30k" / "rnnsearch_local.yaml")
+    assert Path(cfg.data.path).resolve() == real.resolve()
+    assert load_split(cfg.data, "valid") == (
+        ["ein Hund .", "zwei Katzen ."],
+        ["a dog .", "two cats ."],
+    )
+    direct = replace(cfg, data=replace(cfg.data, path=str(real)))
+    assert corpus_key(cfg) == corpus_key(direct)
 
 
 def test_study_files_keep_their_own_base_mapping_and_working_directory_paths():

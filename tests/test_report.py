@@ -5,11 +5,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from nmt.compare import compare_reports, load_comparison, paired, verdicts
 from nmt.errors import NmtError
 from nmt.evaluate import score_report
-from nmt.report import bucket_table, plot_attention, plot_bleu_by_length, write_report
+from nmt.report import (
+    BETTER,
+    WORSE,
+    bleu_by_length_figure,
+    bucket_table,
+    plot_attention,
+    plot_bleu_by_length,
+    write_report,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -83,11 +92,81 @@ def test_bucket_table_shows_intervals_and_p_values_against_the_first_model():
         "40",
         f"{a['bleu']:.2f} [{lo:.1f}, {hi:.1f}]",
         f"{b['bleu']:.2f} [{b['bleu_ci'][0]:.1f}, {b['bleu_ci'][1]:.1f}]",
-        "<0.001 *",
+        "<0.001 " + (BETTER if b["bleu"] > a["bleu"] else WORSE),
     ]
     assert all(r[-1] == "0.200" for r in rows[:-1])
     assert "95% bootstrap interval (100 resamples" in table
-    assert "paired bootstrap test against a (100 resamples); * p < 0.05" in table
+    assert (
+        f"paired bootstrap test against a (100 resamples); {BETTER} significantly better, "
+        f"{WORSE} significantly worse than a (p < 0.05)" in table
+    )
+
+
+def scores(values: list[float], metric: str = "bleu") -> dict:
+    """A report of two length buckets with these scores, each +-2 as its 95% interval."""
+    buckets = [
+        {
+            "lo": 1,
+            "hi": 10,
+            "n": 10,
+            metric: values[0],
+            f"{metric}_ci": [values[0] - 2, values[0] + 2],
+        },
+        {
+            "lo": 11,
+            "hi": None,
+            "n": 20,
+            metric: values[1],
+            f"{metric}_ci": [values[1] - 2, values[1] + 2],
+        },
+    ]
+    mean = sum(values) / 2
+    return {metric: mean, f"{metric}_ci": [mean - 1, mean + 1], "n": 30, "buckets": buckets}
+
+
+def test_significance_marks_say_which_way_a_model_differs_from_the_first():
+    """A model significantly worse than the baseline is marked as worse, not starred like a
+    better one; for TER lower is better."""
+    ps = {"p": {"bleu": 0.01, "ter": 0.01}, "samples": 100}
+    buckets = [{"bleu": 0.01, "ter": 0.01}, {"bleu": 0.5, "ter": 0.5}]
+    tests = {"worse": {**ps, "buckets": buckets}, "better": {**ps, "buckets": buckets}}
+    models = {"seq2seq": scores([30, 20]), "worse": scores([5, 15]), "better": scores([40, 25])}
+    rows = table_rows(bucket_table(models, tests=tests).split("\n\n")[0])
+    assert [r[4] for r in rows] == [f"0.010 {WORSE}", "0.500", f"0.010 {WORSE}"]
+    assert [r[6] for r in rows] == [f"0.010 {BETTER}", "0.500", f"0.010 {BETTER}"]
+    ter = {
+        n: scores(v, "ter")
+        for n, v in (("seq2seq", [50, 60]), ("worse", [70, 80]), ("better", [30, 40]))
+    }
+    rows = table_rows(bucket_table(ter, "ter", tests).split("\n\n")[0])
+    assert (rows[0][4], rows[0][6]) == (f"0.010 {WORSE}", f"0.010 {BETTER}")
+
+
+def test_the_plot_marks_direction_above_the_bars_and_keeps_the_legend_off_them():
+    ps = {"p": {"bleu": 0.01}, "samples": 100}
+    tests = {
+        "worse": {**ps, "buckets": [{"bleu": 0.01}, {"bleu": 0.01}]},
+        "better": {**ps, "buckets": [{"bleu": 0.5}, {"bleu": 0.01}]},
+    }
+    models = {"seq2seq": scores([30, 20]), "worse": scores([5, 15]), "better": scores([40, 25])}
+    fig = bleu_by_length_figure(models, title="t", tests=tests)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    marks = {m: [ln for ln in ax.lines if ln.get_gid() == m] for m in ("better", "worse")}
+    assert [ln.get_marker() for ln in marks["better"]] == ["^"]  # only where p < 0.05
+    assert [ln.get_marker() for ln in marks["worse"]] == ["v", "v"]
+    frame = ax.get_window_extent()
+    for ln in marks["better"] + marks["worse"]:
+        ((x, y),) = ln.get_xydata()
+        px = ax.transData.transform((x, y))[1]
+        half = ln.get_markersize() / 2 * fig.dpi / 72
+        assert px + half < frame.y1  # the whole mark inside the frame, clear of it
+    assert ax.get_ylim()[1] > 42 + 2  # above the highest bar (40 + 2) and its mark
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= frame.x1  # outside the axes: it can cover no error bar
+    assert any(
+        "significantly worse than\nseq2seq" in t.get_text() for t in ax.get_legend().get_texts()
+    )
 
 
 def test_models_with_different_buckets_cannot_be_tabled():

@@ -1,4 +1,4 @@
-"""The prepared training corpus: ids, lengths and filter decisions in Arrow files, memory-mapped.
+"""The prepared training corpus: ids, lengths and filter decisions in Arrow and .npy files.
 
 `ensure_prepared` reads the training split through `datasets` (checked line by line, streamed),
 trains sentencepiece on a sample, encodes with `Dataset.map(num_proc=data.workers)` and writes the
@@ -6,8 +6,8 @@ result into a directory keyed by a hash of everything that changes the ids (the 
 sections, the subword seed, the source files' size and mtime, the given subword models, the
 versions of this format and of sentencepiece). It is built in a temp directory renamed into place
 when complete, under a file lock, so a killed prepare leaves nothing mistaken for complete and
-parallel runs build it once. `open_prepared` maps the files: every process reading the same corpus
-shares one copy in the page cache.
+parallel runs build it once. `open_prepared` reads the rows with `pread` (nmt.data.file_rows): every
+process reading the same corpus shares one copy in the page cache, and none keeps it mapped.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ import numpy as np
 from nmt.config import Config, DataConfig
 from nmt.data import corpus
 from nmt.data.batching import BucketBatcher
+from nmt.data.file_rows import FileIdColumn
 from nmt.data.heap import give_back_freed_memory
-from nmt.data.ragged import IdColumn
+from nmt.data.subword_sample import train_subwords
 from nmt.data.tokenizer import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS, Tokenizer
 from nmt.errors import NmtError
 
@@ -86,6 +87,8 @@ def corpus_key(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> str:
     from nmt.data import synthetic
 
     data = {k: v for k, v in asdict(cfg.data).items() if k not in NOT_IN_KEY}
+    if data.get("path"):  # a folder reached through a symlink is the same corpus
+        data["path"] = str(Path(data["path"]).resolve())
     files = []
     for p in corpus.split_files(cfg.data, "train"):
         if not p.is_file():
@@ -197,58 +200,6 @@ def _read_train(cfg: Config, cache: Path, progress: bool):
         raise _unwrap(e) from None
 
 
-def _subwords(cfg: Config, text) -> Tokenizer:
-    """Train (or load) the subword models on a seeded sample of at most vocab.max_sentences lines."""
-    v, n = cfg.vocab, len(text)
-    if v.model if v.joint else (v.src_model and v.tgt_model):
-        return Tokenizer.build(v, [], [], cfg.data.lowercase, cfg.train.seed)
-    pick = sample_rows(n, v.max_sentences, v.joint, cfg.train.seed)
-    src, tgt = _sample_text(text, pick)
-    return Tokenizer.build(v, src, tgt, cfg.data.lowercase, cfg.train.seed)
-
-
-def _sample_text(text, pick: Optional[np.ndarray]) -> tuple[list[str], list[str]]:
-    """The source and target lines of rows `pick` (all rows when None), and nothing else.
-
-    The rows are read from the dataset's Arrow files with plain reads, batch by batch: random
-    access to the memory-mapped table would touch nearly every page of the corpus (a 100k-row
-    sample of 2M rows hits most 4 KB pages) and keep all of them in this process's RSS for the
-    rest of the prepare. (`Dataset.select(pick).data` is no way out either: it is the whole table,
-    with an index mapping beside it.)"""
-    import pyarrow as pa
-
-    files = [f["filename"] for f in text.cache_files]
-    if pick is None or text._indices is not None or not files:  # small, or a hub split
-        table = text.with_format("arrow")[pick if pick is not None else slice(None)]
-        return table.column("src").to_pylist(), table.column("tgt").to_pylist()
-    src: list[str] = []
-    tgt: list[str] = []
-    start = 0
-    for name in files:
-        with pa.OSFile(name) as f:
-            reader = pa.ipc.open_stream(f)
-            for batch in reader:
-                lo, hi = np.searchsorted(pick, [start, start + batch.num_rows])
-                if hi > lo:
-                    rows = batch.select(["src", "tgt"]).take(pa.array(pick[lo:hi] - start))
-                    src += rows.column(0).to_pylist()
-                    tgt += rows.column(1).to_pylist()
-                start += batch.num_rows
-    if start != len(text) or len(src) != len(pick):
-        raise RuntimeError(f"read {start} rows of {len(text)} from {files}")  # not a user's error
-    return src, tgt
-
-
-def sample_rows(n: int, max_sentences: int, joint: bool, seed: int) -> Optional[np.ndarray]:
-    """The sorted rows (pairs) whose sentences train the subword models: a seeded sample of
-    vocab.max_sentences lines (half from each side for a joint vocabulary), None for all rows.
-    The same (n, max_sentences, joint, seed) gives the same rows on every run and machine."""
-    rows = -(-max_sentences // 2) if joint else max_sentences  # joint: both sides count
-    if rows >= n:
-        return None
-    return np.sort(np.random.default_rng(seed).choice(n, rows, replace=False))
-
-
 _TOKENIZERS: dict[bytes, Tokenizer] = {}
 
 
@@ -309,7 +260,7 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
     log.info(f"prepare: read {len(text)} training pairs in {times['read']:.1f} s")
 
     t0 = time.perf_counter()
-    tok = given or _subwords(cfg, text)
+    tok = given or train_subwords(cfg, text)
     # sentencepiece training freed about 23 bytes per character of its sample; give it back
     give_back_freed_memory()  # before the encode workers fork: they would count it again
     tok.save(out)
@@ -395,10 +346,10 @@ class PreparedCorpus:
     path: Path
     meta: dict
     tokenizer: Tokenizer
-    src: IdColumn  # every pair read, memory-mapped
-    tgt: IdColumn
+    src: FileIdColumn  # every pair read, rows read from the files on demand
+    tgt: FileIdColumn
     kept: np.ndarray  # rows kept by the filter, in corpus order (mapped .npy, as below)
-    files: list[Path]  # the mapped Arrow files
+    files: list[Path]  # the Arrow files the rows are read from
     src_len: np.ndarray  # tokens per kept pair (the source with its EOS)
     tgt_len: np.ndarray
 
@@ -438,17 +389,12 @@ class PreparedCorpus:
 
 
 def open_prepared(path: Path) -> PreparedCorpus:
-    """Map a prepared corpus (nothing is read into memory but lengths and filter decisions).
+    """Open a prepared corpus (nothing is read into memory but lengths and filter decisions).
 
-    The Arrow files (`datasets`' cache format: IPC streams) are mapped with pyarrow alone, as
-    `datasets.Dataset.from_file` does: a training rank then never imports `datasets` (60 MB of
-    PSS per process)."""
-    import pyarrow as pa
-
+    The Arrow files (`datasets`' cache format: IPC streams) are opened with pyarrow alone: a
+    training rank then never imports `datasets` (60 MB of PSS per process)."""
     meta = json.loads((path / "meta.json").read_text())
     files = [path / f for f in meta["files"]]
-    parts = [pa.ipc.open_stream(pa.memory_map(str(f))).read_all() for f in files]  # zero-copy
-    table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     names = meta["subwords"]
     protos = [(path / n).read_bytes() for n in names]
     tok = Tokenizer(
@@ -459,12 +405,13 @@ def open_prepared(path: Path) -> PreparedCorpus:
     # Rows and lengths from their own contiguous files, not from the Arrow columns: those are
     # spread over every record batch, and reading them would fault in most of the corpus.
     index = {c: np.load(path / f"{c}.npy", mmap_mode="r") for c in INDEX}
+    src, tgt = FileIdColumn.open(files, ("src", "tgt"))
     return PreparedCorpus(
         path,
         meta,
         tok,
-        IdColumn.from_arrow(table.column("src")),
-        IdColumn.from_arrow(table.column("tgt")),
+        src,
+        tgt,
         index["kept"],
         files,
         index["src_len"],

@@ -3,7 +3,8 @@
     POST /v1/translate   {"text": [...], "beam", "nbest", "alignment", "attention_layer",
                           "attention_head", "sample", "temperature", "top_k", "top_p", "seed"} -> {"translations": [...], "model": {...}, "time_ms"}
     GET  /v1/health      liveness, queue length, counters
-    GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits
+    GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits,
+                         an example sentence from the run's own data
     GET  /               the page (static/index.html, app.js, style.css)
 
 Every error is a JSON body {"error": "..."} naming the field and what was expected: 400 for
@@ -34,8 +35,11 @@ from nmt.api import Sampling, Translator
 from nmt.errors import NmtError
 from nmt.inference import check_nbest
 from nmt.serve.batcher import Batcher, Options, QueueFull
+from nmt.serve.example import example_sentence
 
 STATIC = Path(__file__).resolve().parent / "static"
+DRAIN_BYTES = 64 * 1024 * 1024  # of an oversized body, read and dropped before the 413
+CLOSE = {"Connection": "close"}  # after a 413 the connection is not reused
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,9 @@ class ModelOut(BaseModel):
     device: str
     precision: str
     limits: dict
+    example: Optional[str] = Field(
+        None, description="the first source sentence of the run's test (else validation) split"
+    )
 
 
 class TranslateResponse(BaseModel):
@@ -156,15 +163,24 @@ def _field_error(err: dict) -> str:
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused (413) as soon as it passes `limit` bytes."""
+    """The body, or a 413 once it passes `limit` bytes. The rest of an oversized body is read and
+    dropped first (up to DRAIN_BYTES): a client that sends its whole body before reading the
+    answer (urllib, most HTTP libraries) gets a broken pipe if the server closes on unread data."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body: {declared} bytes, the limit is {limit}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, f"request body: more than {limit} bytes, the limit is {limit}")
+    too_long = bool(declared and declared.isdigit() and int(declared) > limit)
+    waits = request.headers.get("expect", "").lower() == "100-continue"  # curl: sends nothing yet
+    body, seen = bytearray(), 0
+    if not (too_long and (waits or int(declared) > DRAIN_BYTES)):
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > DRAIN_BYTES:
+                break
+            if seen <= limit:  # past it, chunks are only counted
+                body += chunk
+    if too_long:
+        raise ApiError(413, f"request body: {declared} bytes, the limit is {limit}", CLOSE)
+    if seen > limit:
+        raise ApiError(413, f"request body: more than {limit} bytes, the limit is {limit}", CLOSE)
     return bytes(body)
 
 
@@ -317,6 +333,7 @@ def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
         device=str(translator.device),
         precision=translator.precision,
         limits={k: v for k, v in asdict(limits).items()},
+        example=example_sentence(translator.cfg.data),
     )
     _add_translate_route(app, batcher, translator, limits, model)
     _add_info_routes(app, batcher, model)

@@ -26,6 +26,7 @@ async function loadModel() {
   const bleu = model.valid_bleu == null ? "" : `, valid BLEU ${model.valid_bleu.toFixed(1)}`;
   $("model-info").textContent = `${model.arch}, ${model.parameters.toLocaleString("en")} ` +
     `parameters, step ${model.step}${bleu}`;
+  if (model.example) $("source").placeholder = model.example;  // from the run's own data
   for (let b = 1; b <= model.limits.max_beam; b++)
     option($("beam"), b, b === 1 ? "1 (greedy)" : String(b), b === model.default_beam);
   fillNbest();
@@ -109,6 +110,9 @@ function select(i) {
   renderHeatmap(results[i].translation);
 }
 
+// A piece without sentencepiece's word-boundary marker ("\u2581the" -> "the"), as in the PNG maps.
+const display = (piece) => piece.replaceAll("\u2581", "");
+
 function shade(w) {  // white -> deep blue
   const t = Math.max(0, Math.min(1, w));
   const mix = (a, b) => Math.round(a + (b - a) * t);
@@ -123,16 +127,17 @@ function renderHeatmap(t) {
   const head = document.createElement("thead"), row = document.createElement("tr");
   row.appendChild(document.createElement("th"));
   for (const s of t.src_pieces) {
-    const th = document.createElement("th"); th.scope = "col"; th.textContent = s; row.appendChild(th);
+    const th = document.createElement("th");
+    th.scope = "col"; th.textContent = display(s); row.appendChild(th);
   }
   head.appendChild(row);
   const body = document.createElement("tbody");
   t.alignment.forEach((weights, ti) => {
     const tr = document.createElement("tr"), th = document.createElement("th");
-    th.scope = "row"; th.textContent = t.tgt_pieces[ti]; tr.appendChild(th);
+    th.scope = "row"; th.textContent = display(t.tgt_pieces[ti]); tr.appendChild(th);
     weights.forEach((w, si) => {
       const td = document.createElement("td");
-      const label = `${t.tgt_pieces[ti]} ← ${t.src_pieces[si]}: ${w.toFixed(3)}`;
+      const label = `${display(t.tgt_pieces[ti])} ← ${display(t.src_pieces[si])}: ${w.toFixed(3)}`;
       td.style.background = shade(w);
       td.title = label;
       td.dataset.weight = String(w);
