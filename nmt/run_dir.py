@@ -112,10 +112,14 @@ class RunDir:
         return sorted(found, key=lambda p: int(_STEP.fullmatch(p.name).group(1)))  # type: ignore[union-attr]
 
     def checkpoint(self, prefer: str = "best") -> Path:
-        """The best (prefer='best') or latest checkpoint; the other one when that is missing."""
+        """The run's model (prefer='best') or its latest step checkpoint; the other one when that
+        is missing. The run's model is averaged.pt when its training wrote one (a recipe that
+        sets train.average_last means the average as its result), else best.pt."""
         if not self.path.exists():
             raise NmtError(f"no such checkpoint or run directory: {self.path}")
         steps = self.step_checkpoints()
+        if prefer == "best" and self.averaged.is_file():
+            return self.averaged
         if prefer == "best" and self.best.is_file():
             return self.best
         if steps:

@@ -61,6 +61,16 @@ def test_checkpoint_prefers_best_or_latest_and_falls_back(tmp_path):
     assert run.checkpoint(prefer="latest") == run.step_checkpoint(4)
 
 
+def test_a_run_that_averaged_its_last_checkpoints_is_its_average(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    touch(run.best)
+    touch(run.step_checkpoint(4))
+    touch(run.averaged)  # written by train.average_last when training ends
+    assert run.checkpoint() == run.averaged
+    assert run.checkpoint(prefer="latest") == run.step_checkpoint(4)
+
+
 def test_same_config_compares_every_key_with_defaults_filled_in(tmp_path):
     cfg = make_config(data={"source": "synthetic"}, train={"run_dir": str(tmp_path / "r")})
     run = RunDir(cfg.train.run_dir)

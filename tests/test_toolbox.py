@@ -15,6 +15,7 @@ from nmt.checkpoint import (
     load_checkpoint,
     load_model,
     load_models,
+    resolve,
     step_checkpoints,
 )
 from nmt.cli import main
@@ -198,6 +199,7 @@ def test_average_last_n_is_the_mean_of_the_last_step_checkpoints(runs, tmp_path,
     for path in (tmp_path / "avg.pt", run / "averaged.pt"):  # by hand and by train.average_last
         avg = load_checkpoint(path)["model"]
         assert all(torch.allclose(avg[k], (a[k] + b[k]) / 2) for k in a)
+    assert resolve(run) == run / "averaged.pt"  # the run's model is the average it asked for
     assert main(["average", str(run), "--last", "4", "-o", str(tmp_path / "x.pt")]) == 2
     assert "holds 3 step checkpoint" in capsys.readouterr().err
     assert not (tmp_path / "x.pt").exists()

@@ -237,6 +237,8 @@ def train(
         trainer.progress_bar = progress_bar
         if ckpt_path is not None:
             trainer.resume(ckpt_path)
+        if dist.rank == 0:  # an average of an earlier stop must not stand for the continued run
+            run.averaged.unlink(missing_ok=True)
         trainer.train()
         if cfg.train.average_last and dist.rank == 0 and not trainer.interrupted:
             steps = run.step_checkpoints()[-cfg.train.average_last :]
