@@ -1,0 +1,1 @@
+"""Importers: models trained elsewhere -> ordinary nmt run directories."""
