@@ -159,7 +159,10 @@ def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
     config, net, tok = _load(model)
     hf = net.state_dict()
     pad, eos = config.pad_token_id, config.eos_token_id
-    start = config.decoder_start_token_id
+    gen = getattr(net, "generation_config", None)
+    # generate() reads the generation config first (transformers 5 keeps the ids only there)
+    start = getattr(gen, "decoder_start_token_id", None)
+    start = config.decoder_start_token_id if start is None else start
     if pad is None or eos is None:
         raise NmtError(f"{model}: config.json must set pad_token_id and eos_token_id")
     src_vocab = tok.encoder
@@ -172,14 +175,17 @@ def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
         src_vocab.get(tok.pad_token, pad),
         src_vocab[tok.unk_token],
         src_vocab.get(tok.eos_token, eos),
-        None,
+        src_vocab.get("<s>"),  # our export's source vocab has one (unused): keep its row
         src_size,
     )
     tgt_rows, tgt_pieces = _order(tgt_vocab, pad, tgt_vocab[tok.unk_token], eos, start, tgt_size)
     if tgt_rows[2] is None and src_pieces == tgt_pieces:
         src_rows = tgt_rows  # a joint vocabulary keeps one row order on both sides
 
-    enc_emb, dec_emb = hf["model.encoder.embed_tokens.weight"], hf["model.decoder.embed_tokens.weight"]
+    enc_emb, dec_emb = (
+        hf["model.encoder.embed_tokens.weight"],
+        hf["model.decoder.embed_tokens.weight"],
+    )
     head = hf.get("lm_head.weight", dec_emb)
     logits_bias = hf.get("final_logits_bias", torch.zeros(1, tgt_size))[0]
     new_rows = [i for i, r in enumerate(tgt_rows) if r is None]
@@ -207,7 +213,6 @@ def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
     src_proto, tgt_proto = reorder(spm[0], src_pieces), reorder(spm[1], tgt_pieces)
     one_model = joint and src_proto == tgt_proto
     tokenizer = Tokenizer(src_proto, None if one_model else tgt_proto, lowercase=False)
-    gen = getattr(net, "generation_config", None)
     raw = {
         # A placeholder: fine-tuning sets its own corpus (see docs/pretrained.md).
         "data": {
