@@ -14,6 +14,8 @@ from typing import Optional
 
 from nmt import __version__
 from nmt.errors import NmtError
+from nmt.importers.command import add_import_parser
+from nmt.importers.command import run as import_command
 
 
 def _ints(text: str) -> list[int]:
@@ -143,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         _prepare_parser,
         _data_parser,
         _serve_parser,
+        add_import_parser,
     ):
         add(sub)
     return ap
@@ -357,13 +360,13 @@ def _study_parser(sub) -> None:
 def _export_parser(sub) -> None:
     x = sub.add_parser(
         "export",
-        help="export a Transformer run to another engine (CTranslate2)",
+        help="export a Transformer run to another engine (CTranslate2, Hugging Face)",
         description="Write a CTranslate2 model directory (model.bin, config.json, "
         "vocabularies, the run's sentencepiece model(s), nmt_export.json) for a "
         "Transformer checkpoint or run directory (its best checkpoint).",
     )
     x.add_argument("checkpoint", help="checkpoint file or run directory")
-    x.add_argument("--format", required=True, choices=["ctranslate2"], help="target format")
+    x.add_argument("--format", required=True, choices=["ctranslate2", "hf"], help="target format")
     x.add_argument("-o", "--output", required=True, help="output model directory")
     x.add_argument(
         "--quantization",
@@ -690,6 +693,10 @@ def cmd_study(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
+    if a.format == "hf":
+        from nmt.export.hf import run
+
+        return run(a)
     from nmt.export.ctranslate2 import export_ctranslate2
 
     out = export_ctranslate2(a.checkpoint, a.output, a.quantization, a.overwrite)
@@ -771,6 +778,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "average": cmd_average,
         "score": cmd_score,
         "data": cmd_data,
+        "import": import_command,
     }
     try:
         return handlers[a.command](a)

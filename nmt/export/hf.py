@@ -21,6 +21,7 @@ How our Transformer maps onto MarianMTModel (nmt.importers.marian_weights names 
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -190,3 +191,12 @@ def export_hf(target: str | Path, out_dir: str | Path, overwrite: bool = False) 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def run(a: argparse.Namespace) -> int:
+    """`nmt export RUN --format hf -o DIR`: the handler the CLI calls."""
+    if a.quantization:
+        raise NmtError("--quantization is for --format ctranslate2; --format hf writes fp32")
+    out = export_hf(a.checkpoint, a.output, a.overwrite)
+    print(f"Hugging Face MarianMTModel: {out}")
+    return 0

@@ -19,8 +19,6 @@ MarianTokenizer does.
 
 from __future__ import annotations
 
-import argparse
-import os
 import shutil
 from pathlib import Path
 from typing import Any, Optional
@@ -31,12 +29,12 @@ from nmt.checkpoint import save_checkpoint, tokenizer_payload
 from nmt.config import from_dict, to_dict
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
+from nmt.importers.command import SUPPORTED
 from nmt.importers.marian_weights import halves_order, layer_names, permute_model_dim
 from nmt.importers.spm_order import reorder
 from nmt.models import build_model
 from nmt.run_dir import RunDir
 
-SUPPORTED = "MarianMTModel (model_type 'marian', e.g. Helsinki-NLP/opus-mt-*)"
 NEVER = -1e9  # final logit bias of a row that must never be predicted (exp(-1e9) == 0)
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
 LAYOUT_KEY = "nmt_sinusoid_layout"  # written by `nmt export --format hf` (nmt.export.hf)
@@ -256,29 +254,3 @@ def import_hf(model: str, out_dir: str | Path, overwrite: bool = False) -> Path:
         },
     )
     return out
-
-
-# ----------------------------------------------------------------------------------------------
-# The command
-
-
-def add_import_parser(sub: Any) -> None:
-    """Register `nmt import hf MODEL -o RUN` on the CLI's subparsers."""
-    p = sub.add_parser(
-        "import",
-        help="import a pretrained model as a run (Hugging Face Marian / OPUS-MT)",
-        description="Write a run directory (config.yaml, subword models, best.pt) for a "
-        f"pretrained model. Supported: {SUPPORTED}.",
-    )
-    p.add_argument("format", choices=["hf"], help="where the model comes from")
-    p.add_argument("model", help="hub id (e.g. Helsinki-NLP/opus-mt-de-en) or local directory")
-    p.add_argument("-o", "--output", required=True, help="run directory to write")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing directory")
-
-
-def run(a: argparse.Namespace) -> int:
-    """`nmt import`: the handler the CLI calls."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    out = import_hf(a.model, a.output, a.overwrite)
-    print(f"nmt run: {out} (from {a.model})")
-    return 0
