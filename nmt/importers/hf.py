@@ -83,7 +83,7 @@ def _load(model: str) -> tuple[Any, Any, Any]:
             f"nmt imports {SUPPORTED} only"
         )
     try:
-        net = tf.MarianMTModel.from_pretrained(model, dtype=torch.float32).eval()
+        net = tf.MarianMTModel.from_pretrained(model).float().eval()
         tok = tf.MarianTokenizer.from_pretrained(model)
     except (OSError, ValueError, KeyError, AssertionError) as e:
         raise NmtError(f"cannot load the Marian model or tokenizer of {model}: {_first(e)}")
@@ -152,6 +152,32 @@ def _model_section(config: Any, bias: bool, tie_embeddings: bool, tie_output: bo
     }
 
 
+def _weights(hf: dict, layers: int, src_rows: list, tgt_rows: list, pad: int) -> tuple:
+    """(our state dict, whether it has a final logits bias, tie_embeddings, tie_output)."""
+    enc_emb, dec_emb = (
+        hf["model.encoder.embed_tokens.weight"],
+        hf["model.decoder.embed_tokens.weight"],
+    )
+    head = hf.get("lm_head.weight", dec_emb)
+    logits_bias = hf.get("final_logits_bias", torch.zeros(1, dec_emb.size(0)))[0]
+    new_rows = [i for i, r in enumerate(tgt_rows) if r is None]
+    bias = _take(logits_bias, tgt_rows, pad)
+    bias[new_rows] = NEVER
+    tie_embeddings = src_rows == tgt_rows and torch.equal(enc_emb, dec_emb)
+    tie_output = torch.equal(head, dec_emb)
+    use_bias = bool(new_rows) or bool(logits_bias.any())
+    state = {
+        "src_emb.weight": _take(enc_emb, src_rows, pad),
+        "tgt_emb.weight": _take(dec_emb, tgt_rows, pad),
+        "out.weight": _take(head, tgt_rows, pad),
+    }
+    if use_bias:
+        state["out.bias"] = bias
+    for ours, theirs in layer_names(layers):
+        state[ours] = hf[theirs].clone()
+    return state, use_bias, tie_embeddings, tie_output
+
+
 def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
     """(config dict, our state dict, tokenizer) of a Marian model."""
     config, net, tok = _load(model)
@@ -180,27 +206,9 @@ def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
     if tgt_rows[2] is None and src_pieces == tgt_pieces:
         src_rows = tgt_rows  # a joint vocabulary keeps one row order on both sides
 
-    enc_emb, dec_emb = (
-        hf["model.encoder.embed_tokens.weight"],
-        hf["model.decoder.embed_tokens.weight"],
+    state, use_bias, tie_embeddings, tie_output = _weights(
+        hf, config.encoder_layers, src_rows, tgt_rows, pad
     )
-    head = hf.get("lm_head.weight", dec_emb)
-    logits_bias = hf.get("final_logits_bias", torch.zeros(1, tgt_size))[0]
-    new_rows = [i for i, r in enumerate(tgt_rows) if r is None]
-    bias = _take(logits_bias, tgt_rows, pad)
-    bias[new_rows] = NEVER
-    tie_embeddings = src_rows == tgt_rows and torch.equal(enc_emb, dec_emb)
-    tie_output = torch.equal(head, dec_emb)
-    use_bias = bool(new_rows) or bool(logits_bias.any())
-    state = {
-        "src_emb.weight": _take(enc_emb, src_rows, pad),
-        "tgt_emb.weight": _take(dec_emb, tgt_rows, pad),
-        "out.weight": _take(head, tgt_rows, pad),
-    }
-    if use_bias:
-        state["out.bias"] = bias
-    for ours, theirs in layer_names(config.encoder_layers):
-        state[ours] = hf[theirs].clone()
     section = _model_section(config, use_bias, tie_embeddings, tie_output)
     if section["sinusoid_layout"] == "interleaved":  # our own export: undo its permutation
         order = halves_order(config.d_model)
