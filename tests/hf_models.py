@@ -34,10 +34,19 @@ def _spm(lines: list[str], size: int) -> bytes:
     return buf.getvalue()
 
 
-def marian_dir(out: Path, corpus: Path, activation: str = "swish", seed: int = 0) -> Path:
+def marian_dir(
+    out: Path,
+    corpus: Path,
+    activation: str = "swish",
+    seed: int = 0,
+    share: bool = True,
+    control_pieces: bool = False,
+) -> Path:
     """save_pretrained output of a random MarianMTModel (2 layers, d 32, non-zero
     final_logits_bias) and its MarianTokenizer: source and target sentencepiece models trained
-    on the corpus, one joint vocab.json (</s>=0, <unk>=1, pieces, <pad>=last) as OPUS-MT has."""
+    on the corpus, one joint vocab.json (</s>=0, <unk>=1, pieces, <pad>=last) as OPUS-MT has.
+    `share`: one embedding table for encoder and decoder; `control_pieces`: vocab.json also
+    lists the sentencepiece models' <s>, as a vocabulary built from every piece id would."""
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
     raw = out.parent / f"{out.name}.raw"
@@ -50,7 +59,8 @@ def marian_dir(out: Path, corpus: Path, activation: str = "swish", seed: int = 0
     pieces: list[str] = []
     for proto in protos.values():
         for p, (_, kind) in model_pieces(proto).items():
-            if kind not in (CONTROL, UNKNOWN) and p not in pieces:
+            wanted = kind not in (CONTROL, UNKNOWN) or (control_pieces and p == "<s>")
+            if wanted and p not in pieces:
                 pieces.append(p)
     vocab = {"</s>": 0, "<unk>": 1, **{p: i + 2 for i, p in enumerate(pieces)}}
     vocab["<pad>"] = len(vocab)
@@ -70,6 +80,7 @@ def marian_dir(out: Path, corpus: Path, activation: str = "swish", seed: int = 0
         activation_function=activation,
         max_position_embeddings=256,
         scale_embedding=True,
+        share_encoder_decoder_embeddings=share,
         pad_token_id=pad,
         eos_token_id=0,
         decoder_start_token_id=pad,

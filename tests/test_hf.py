@@ -22,7 +22,7 @@ from nmt.config import from_dict, load_config, to_dict
 from nmt.importers.hf import NEVER
 from nmt.models import build_model
 from nmt.models.transformer import sinusoids
-from nmt.translate import translate_texts
+from nmt.translate import score_pairs, translate_texts
 
 transformers = pytest.importorskip("transformers")
 
@@ -133,6 +133,24 @@ def test_imported_run_scores_as_transformers_does(imported, hf, corpus, tmp_path
             logits = model(**enc).logits[0].float()
         theirs = torch.log_softmax(logits, -1).gather(1, enc["labels"][0][:, None]).sum().item()
         assert abs(score - theirs) / abs(theirs) < 1e-4, (s, r)
+
+
+def test_a_gelu_model_with_own_embeddings_and_a_listed_s_piece_scores_the_same(corpus, tmp_path):
+    marian = marian_dir(tmp_path / "m", corpus, "gelu", seed=1, share=False, control_pieces=True)
+    model = transformers.MarianMTModel.from_pretrained(marian).eval()
+    tok = transformers.MarianTokenizer.from_pretrained(marian)
+    assert main(["import", "hf", str(marian), "-o", str(tmp_path / "run")]) == 0
+    cfg = load_config(tmp_path / "run" / "config.yaml", stored=True)
+    assert (cfg.model.activation, cfg.model.tie_embeddings) == ("gelu", False)
+    _, ours, ours_tok, _ = load_model(tmp_path / "run")
+    srcs, refs = lines(corpus / "test.src")[:8], lines(corpus / "test.tgt")[:8]
+    scores = score_pairs(ours, ours_tok, srcs, refs, cfg.decode)
+    for s, r, score in zip(srcs, refs, scores):
+        enc = tok(s, text_target=r, return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**enc).logits[0].float()
+        theirs = torch.log_softmax(logits, -1).gather(1, enc["labels"][0][:, None]).sum().item()
+        assert abs(score["score"] - theirs) / abs(theirs) < 1e-4
 
 
 def test_imported_tokenizer_gives_marians_ids_with_eos(imported, hf, corpus):

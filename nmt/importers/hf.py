@@ -31,7 +31,7 @@ from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.importers.command import SUPPORTED
 from nmt.importers.marian_weights import halves_order, layer_names, permute_model_dim
-from nmt.importers.spm_order import reorder
+from nmt.importers.spm_order import SPECIALS, reorder
 from nmt.models import build_model
 from nmt.run_dir import RunDir
 
@@ -72,7 +72,9 @@ def _load(model: str) -> tuple[Any, Any, Any]:
         config = tf.AutoConfig.from_pretrained(model)
     except (OSError, ValueError) as e:
         if local.is_dir():
-            raise NmtError(f"{model}/config.json is not a usable model config: {_first(e)}")
+            raise NmtError(
+                f"{model}/config.json is not a usable model config: {_first(e)}"
+            ) from None
         raise NmtError(
             f"cannot fetch {model!r} from the Hugging Face hub ({_first(e)}); check the id "
             f"and the network, or pass a directory written by save_pretrained"
@@ -86,7 +88,9 @@ def _load(model: str) -> tuple[Any, Any, Any]:
         net = tf.MarianMTModel.from_pretrained(model).float().eval()
         tok = tf.MarianTokenizer.from_pretrained(model)
     except (OSError, ValueError, KeyError, AssertionError) as e:
-        raise NmtError(f"cannot load the Marian model or tokenizer of {model}: {_first(e)}")
+        raise NmtError(
+            f"cannot load the Marian model or tokenizer of {model}: {_first(e)}"
+        ) from None
     return config, net, tok
 
 
@@ -105,7 +109,10 @@ def _order(vocab: dict[str, int], pad: int, unk: int, eos: int, start: Optional[
         )
     head = [pad, unk, start if start not in (None, pad) else None, eos]
     rows = head + [i for i in range(size) if i not in head]
-    return rows, ["<pad>", "<unk>", "<s>", "</s>"] + [piece[i] for i in rows[4:]]
+    # An ordinary entry named like one of our special slots (a vocab.json listing the
+    # sentencepiece models' own <s>) keeps its row under a name no text produces.
+    rest = [piece[i] if piece[i] not in SPECIALS else f"{piece[i]}#{i}" for i in rows[4:]]
+    return rows, list(SPECIALS) + rest
 
 
 def _take(table: torch.Tensor, rows: list[Optional[int]], fill: int) -> torch.Tensor:
@@ -196,13 +203,15 @@ def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
     # Source ids: the source vocabulary's own pad/unk/eos (the same ids when the vocab is joint).
     src_rows, src_pieces = _order(
         src_vocab,
-        src_vocab.get(tok.pad_token, pad),
-        src_vocab[tok.unk_token],
-        src_vocab.get(tok.eos_token, eos),
+        src_vocab.get(str(tok.pad_token), pad),
+        src_vocab[str(tok.unk_token)],
+        src_vocab.get(str(tok.eos_token), eos),
         src_vocab.get("<s>"),  # our export's source vocab has one (unused): keep its row
         src_size,
     )
-    tgt_rows, tgt_pieces = _order(tgt_vocab, pad, tgt_vocab[tok.unk_token], eos, start, tgt_size)
+    tgt_rows, tgt_pieces = _order(
+        tgt_vocab, pad, tgt_vocab[str(tok.unk_token)], eos, start, tgt_size
+    )
     if tgt_rows[2] is None and src_pieces == tgt_pieces:
         src_rows = tgt_rows  # a joint vocabulary keeps one row order on both sides
 
