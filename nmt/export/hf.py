@@ -71,11 +71,15 @@ def _pieces(sp: Any) -> dict[str, int]:
     return {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
 
 
-def _positions_needed(cfg: Config) -> int:
-    """Rows of Marian's position table: our longest input and output (nmt.decode limits)."""
+def _longest_output(cfg: Config) -> int:
+    """Our longest output with its EOS (nmt.decode's limit for the longest input)."""
     d = cfg.decode
-    out = math.floor(d.max_len_a * (d.max_input_tokens + 1) + d.max_len_b) + 1
-    return max(cfg.model.max_positions, d.max_input_tokens + 1, out)
+    return math.floor(d.max_len_a * (d.max_input_tokens + 1) + d.max_len_b) + 1
+
+
+def _positions_needed(cfg: Config) -> int:
+    """Rows of Marian's position table: our longest input and output."""
+    return max(cfg.model.max_positions, cfg.decode.max_input_tokens + 1, _longest_output(cfg))
 
 
 def marian_state(model: Transformer, layout: str) -> dict[str, torch.Tensor]:
@@ -140,7 +144,7 @@ def build_marian(cfg: Config, model: Transformer, tok: Tokenizer) -> tuple[Any, 
         "pad_token_id": PAD,
         "bad_words_ids": [[PAD], [BOS]],
         "num_beams": cfg.decode.beam,
-        "max_length": positions,
+        "max_length": _longest_output(cfg) + 1,  # + the decoder start token
     }
     return net, gen
 

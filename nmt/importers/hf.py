@@ -20,8 +20,11 @@ MarianTokenizer does.
 from __future__ import annotations
 
 import shutil
+import socket
+import warnings
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import urlparse
 
 import torch
 
@@ -48,6 +51,13 @@ def import_transformers() -> Any:
             "the transformers package is not installed: pip install 'nmt[hf]' "
             '(or pip install -e ".[hf]" in a checkout)'
         ) from None
+    # Our commands print one line; transformers' loading/saving bars and advice would bury it.
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    import huggingface_hub.utils
+
+    huggingface_hub.utils.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
     return transformers
 
 
@@ -68,9 +78,18 @@ def _load(model: str) -> tuple[Any, Any, Any]:
         )
     if not local.is_dir() and (model.startswith((".", "/", "~")) or model.count("/") > 1):
         raise NmtError(f"no such model directory: {model}")
+    # Without network huggingface_hub retries for half a minute; a hub id then loads from the
+    # local cache alone (or fails at once, naming the reason).
+    offline = {} if local.is_dir() or _hub_reachable() else {"local_files_only": True}
     try:
-        config = tf.AutoConfig.from_pretrained(model)
+        config = tf.AutoConfig.from_pretrained(model, **offline)
     except (OSError, ValueError) as e:
+        if offline:
+            raise NmtError(
+                f"cannot fetch {model!r} from the Hugging Face hub: it is unreachable (no "
+                f"network to {_hub_host()}, or HF_HUB_OFFLINE set) and the model is not in the "
+                f"local cache; pass a directory written by save_pretrained"
+            ) from None
         if local.is_dir():
             raise NmtError(
                 f"{model}/config.json is not a usable model config: {_first(e)}"
@@ -85,13 +104,32 @@ def _load(model: str) -> tuple[Any, Any, Any]:
             f"nmt imports {SUPPORTED} only"
         )
     try:
-        net = tf.MarianMTModel.from_pretrained(model).float().eval()
-        tok = tf.MarianTokenizer.from_pretrained(model)
+        net = tf.MarianMTModel.from_pretrained(model, **offline).float().eval()
+        tok = tf.MarianTokenizer.from_pretrained(model, **offline)
     except (OSError, ValueError, KeyError, AssertionError) as e:
         raise NmtError(
             f"cannot load the Marian model or tokenizer of {model}: {_first(e)}"
         ) from None
     return config, net, tok
+
+
+def _hub_host() -> str:
+    from huggingface_hub import constants
+
+    return urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+
+
+def _hub_reachable() -> bool:
+    """Whether the hub's host name resolves (False at once without network or when offline)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        socket.getaddrinfo(_hub_host(), 443)
+    except OSError:
+        return False
+    return True
 
 
 def _first(e: BaseException) -> str:
