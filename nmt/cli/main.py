@@ -28,6 +28,7 @@ COMMANDS = (
     "compare",
     "study",
     "export",
+    "import",
     "prepare",
     "data",
     "serve",

@@ -87,15 +87,16 @@ def _position_table(model: Transformer, cfg: Config) -> np.ndarray:
         d.max_input_tokens + 1,
         math.floor(d.max_len_a * (d.max_input_tokens + 1) + d.max_len_b) + 1,
     )
-    return _array(sinusoids(longest, model.d_model))
+    return _array(sinusoids(longest, model.d_model, pos.layout))
 
 
 def build_spec(cfg: Config, model: Transformer, tok: Tokenizer) -> Any:
     """A filled-in `ctranslate2.specs.TransformerSpec` holding the model's weights."""
     specs = import_ctranslate2().specs
     pre = cfg.model.norm == "pre"
+    act = {"relu": "RELU", "swish": "SWISH", "gelu": "GELU"}[cfg.model.activation]
     spec = specs.TransformerSpec.from_config(
-        cfg.model.layers, cfg.model.heads, pre_norm=pre, activation=specs.Activation.RELU
+        cfg.model.layers, cfg.model.heads, pre_norm=pre, activation=getattr(specs.Activation, act)
     )
     table = _position_table(model, cfg)
     enc, dec = spec.encoder, spec.decoder
@@ -103,7 +104,7 @@ def build_spec(cfg: Config, model: Transformer, tok: Tokenizer) -> Any:
     dec.embeddings.weight = _array(model.tgt_emb.weight)
     enc.position_encodings.encodings = table
     dec.position_encodings.encodings = table
-    enc.scale_embeddings = dec.scale_embeddings = True
+    enc.scale_embeddings = dec.scale_embeddings = cfg.model.scale_embeddings
     if pre:
         _norm(enc.layer_norm, model.enc_norm)
         _norm(dec.layer_norm, model.dec_norm)

@@ -46,6 +46,18 @@ class TransformerConfig(ModelConfig):
     norm: Literal["pre", "post"] = opt("pre", "layer-norm placement")
     positions: Literal["sinusoidal", "learned"] = opt("sinusoidal", "position encoding")
     max_positions: int = opt(1024, "longest sequence learned positions support", lo=1)
+    sinusoid_layout: Literal["interleaved", "halves"] = opt(
+        "interleaved",
+        "sinusoidal positions: sin/cos interleaved (Vaswani et al.) or all sines then all "
+        "cosines (Marian, Hugging Face MarianMTModel)",
+    )
+    scale_embeddings: bool = opt(True, "multiply embeddings by sqrt(d_model) before positions")
+    activation: Literal["relu", "swish", "gelu"] = opt(
+        "relu", "feed-forward activation (swish = SiLU, Marian's choice)"
+    )
+    final_logits_bias: bool = opt(
+        False, "a bias on the output projection (Marian's final_logits_bias)"
+    )
     tie_embeddings: bool = opt(False, "share source and target embeddings (needs vocab.joint)")
     tie_output: bool = opt(True, "tie the target embedding to the output projection")
 
@@ -62,24 +74,30 @@ class TransformerConfig(ModelConfig):
             )
 
 
-def sinusoids(length: int, d: int) -> Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same)."""
+def sinusoids(length: int, d: int, layout: str = "interleaved") -> Tensor:
+    """interleaved: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same);
+    halves (Marian): PE[pos, i] = sin(same), PE[pos, ceil(d/2) + i] = cos(same)."""
     pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)
     angle = pos / 10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
     pe = torch.zeros(length, d)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle[:, : d // 2])
+    if layout == "halves":
+        half = angle.size(1)
+        pe[:, :half] = torch.sin(angle)
+        pe[:, half:] = torch.cos(angle[:, : d // 2])
+    else:
+        pe[:, 0::2] = torch.sin(angle)
+        pe[:, 1::2] = torch.cos(angle[:, : d // 2])
     return pe
 
 
 class Positions(nn.Module):
-    def __init__(self, kind: str, d: int, max_positions: int) -> None:
+    def __init__(self, kind: str, d: int, max_positions: int, layout: str = "interleaved") -> None:
         super().__init__()
-        self.kind, self.d, self.max_positions = kind, d, max_positions
+        self.kind, self.d, self.max_positions, self.layout = kind, d, max_positions, layout
         if kind == "learned":
             self.table = nn.Embedding(max_positions, d)
         else:  # a cache, not a parameter: kept out of checkpoints
-            self.register_buffer("table", sinusoids(max_positions, d), persistent=False)
+            self.register_buffer("table", sinusoids(max_positions, d, layout), persistent=False)
 
     def forward(self, start: int, length: int) -> Tensor:
         """Encodings of positions start .. start+length-1: [length, d]."""
@@ -92,13 +110,17 @@ class Positions(nn.Module):
                 )
             return self.table.weight[start:end]
         if end > self.table.size(0):
-            return sinusoids(end, self.d).to(self.table)[start:]
+            return sinusoids(end, self.d, self.layout).to(self.table)[start:]
         return self.table[start:end]
 
 
+ACTIVATIONS = {"relu": nn.ReLU, "swish": nn.SiLU, "gelu": nn.GELU}
+
+
 class FeedForward(nn.Sequential):
-    def __init__(self, d: int, ff: int, dropout: float) -> None:
-        super().__init__(nn.Linear(d, ff), nn.ReLU(), Dropout(dropout), nn.Linear(ff, d))
+    def __init__(self, d: int, ff: int, dropout: float, activation: str = "relu") -> None:
+        act = ACTIVATIONS[activation]()
+        super().__init__(nn.Linear(d, ff), act, Dropout(dropout), nn.Linear(ff, d))
 
 
 class Sublayers(nn.Module):
@@ -119,11 +141,11 @@ class Sublayers(nn.Module):
 
 class EncoderLayer(Sublayers):
     def __init__(
-        self, d: int, heads: int, ff: int, dropout: float, pre: bool, attn_dropout: float
+        self, d: int, heads: int, ff: int, dropout: float, pre: bool, attn_dropout: float, act: str
     ) -> None:
         super().__init__(pre, dropout)
         self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
-        self.ff = FeedForward(d, ff, dropout)
+        self.ff = FeedForward(d, ff, dropout, act)
         self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -134,12 +156,12 @@ class EncoderLayer(Sublayers):
 
 class DecoderLayer(Sublayers):
     def __init__(
-        self, d: int, heads: int, ff: int, dropout: float, pre: bool, attn_dropout: float
+        self, d: int, heads: int, ff: int, dropout: float, pre: bool, attn_dropout: float, act: str
     ) -> None:
         super().__init__(pre, dropout)
         self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
         self.cross_attn = MultiHeadAttention(d, heads, attn_dropout)
-        self.ff = FeedForward(d, ff, dropout)
+        self.ff = FeedForward(d, ff, dropout, act)
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
@@ -268,15 +290,18 @@ class Transformer(NMTModel):
             if cfg.tie_embeddings
             else nn.Embedding(src_vocab, d, padding_idx=self.pad_id)
         )
-        self.positions = Positions(cfg.positions, d, cfg.max_positions)
-        args = (d, cfg.heads, cfg.ff, cfg.dropout, pre, cfg.attention_dropout)
+        self.positions = Positions(cfg.positions, d, cfg.max_positions, cfg.sinusoid_layout)
+        self.emb_scale = math.sqrt(d) if cfg.scale_embeddings else 1.0
+        args = (d, cfg.heads, cfg.ff, cfg.dropout, pre, cfg.attention_dropout, cfg.activation)
         self.encoder = nn.ModuleList(EncoderLayer(*args) for _ in range(L))
         self.decoder = nn.ModuleList(DecoderLayer(*args) for _ in range(L))
         self.enc_norm = nn.LayerNorm(d) if pre else nn.Identity()
         self.dec_norm = nn.LayerNorm(d) if pre else nn.Identity()
-        self.out = nn.Linear(d, tgt_vocab, bias=False)
+        self.out = nn.Linear(d, tgt_vocab, bias=cfg.final_logits_bias)
         self.drop = Dropout(cfg.dropout)
         self._init_weights()
+        if self.out.bias is not None:
+            nn.init.zeros_(self.out.bias)
         if cfg.tie_output:
             self.out.weight = self.tgt_emb.weight
 
@@ -293,7 +318,7 @@ class Transformer(NMTModel):
 
     def embed(self, emb: nn.Embedding, tokens: Tensor, start: int = 0) -> Tensor:
         pos = self.positions(start, tokens.size(1))
-        return self.drop(emb(tokens) * math.sqrt(self.d_model) + pos)
+        return self.drop(emb(tokens) * self.emb_scale + pos)
 
     # -- encoder ---------------------------------------------------------------------------
     def attention_shape(self) -> tuple[int, int]:

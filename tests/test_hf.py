@@ -1,0 +1,393 @@
+"""Hugging Face Marian in and out: `nmt import hf` gives a run that scores and decodes as
+`transformers` does; `nmt export --format hf` gives a directory `transformers` decodes as we do.
+Every model here is built locally (no network)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from sacrebleu import corpus_bleu
+from torch import nn
+
+from hf_models import marian_dir, synthetic_corpus
+from nmt.checkpoint import load_checkpoint, load_model, save_checkpoint, step_checkpoints
+from nmt.cli import main
+from nmt.config.load import from_dict, load_config, to_dict
+from nmt.importers.hf import NEVER
+from nmt.jobs import train as train_job
+from nmt.models import build_model
+from nmt.models.transformer import sinusoids
+from nmt.translate import score_pairs, translate_texts
+
+transformers = pytest.importorskip("transformers")
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text("utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return synthetic_corpus(tmp_path_factory.mktemp("hf") / "corpus")
+
+
+@pytest.fixture(scope="module")
+def marian(corpus) -> Path:
+    return marian_dir(corpus.parent / "marian", corpus)
+
+
+@pytest.fixture(scope="module")
+def hf(marian):
+    model = transformers.MarianMTModel.from_pretrained(marian).eval()
+    return model, transformers.MarianTokenizer.from_pretrained(marian)
+
+
+@pytest.fixture(scope="module")
+def imported(marian) -> Path:
+    run = marian.parent / "imported"
+    assert main(["import", "hf", str(marian), "-o", str(run)]) == 0
+    return run
+
+
+def limit(cfg, n_src_ids: int) -> int:
+    """Our per-sentence output limit (nmt.decode): tokens before the EOS."""
+    return math.floor(cfg.decode.max_len_a * n_src_ids + cfg.decode.max_len_b)
+
+
+def hf_generate(model, tok, texts: list[str], cfg, beams: int) -> list[str]:
+    """transformers' decoding under our length limit: at most limit tokens, then EOS (Marian's
+    forced_eos_token_id), pad never generated (bad_words_ids, as OPUS-MT models set it)."""
+    out = []
+    for s in texts:
+        enc = tok(s, return_tensors="pt")
+        n = enc["input_ids"].size(1)
+        with torch.no_grad():
+            ids = model.generate(
+                **enc,
+                num_beams=beams,
+                do_sample=False,
+                max_new_tokens=limit(cfg, n) + 1,
+                min_new_tokens=0,
+                bad_words_ids=[[model.config.pad_token_id]],
+                early_stopping=True,
+            )
+        out.append(tok.decode(ids[0], skip_special_tokens=True))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The architecture options Marian needs
+
+
+def test_halves_layout_is_marians_sinusoid_table(hf):
+    table = hf[0].model.encoder.embed_positions.weight[:60]  # Marian's, [positions, d_model 32]
+    assert torch.allclose(sinusoids(60, 32, "halves"), table, atol=1e-5)
+    # the interleaved table holds the same values in another order of the model dimension
+    inter = sinusoids(60, 32)
+    assert torch.equal(inter[:, 0::2], sinusoids(60, 32, "halves")[:, :16])
+
+
+def model_with(**options):
+    cfg = from_dict(
+        {
+            "data": {"source": "synthetic"},
+            "model": {"arch": "transformer", "d_model": 16, "heads": 2, "ff": 32, **options},
+        },
+        "test",
+    )
+    return build_model(cfg.model, 20, 20).eval()
+
+
+def test_swish_activation_unscaled_embeddings_and_final_logits_bias():
+    m = model_with(activation="swish", scale_embeddings=False, final_logits_bias=True)
+    assert isinstance(m.encoder[0].ff[1], nn.SiLU) and isinstance(m.decoder[0].ff[1], nn.SiLU)
+    tokens = torch.tensor([[4, 5, 6]])
+    assert torch.equal(m.embed(m.src_emb, tokens), m.src_emb(tokens) + m.positions(0, 3))
+    with torch.no_grad():
+        m.out.bias[7] = 1e4  # the bias alone decides the next token
+    src, mask = torch.tensor([[4, 5, 3]]), torch.ones(1, 3, dtype=torch.bool)
+    log_probs, _, _ = m.decode_step(m.init_state(m.encode(src, mask)), torch.tensor([2]))
+    assert log_probs.argmax(-1).item() == 7
+    assert isinstance(model_with().encoder[0].ff[1], nn.ReLU)  # the default is unchanged
+
+
+# ----------------------------------------------------------------------------------------------
+# Import
+
+
+def test_imported_run_scores_as_transformers_does(imported, hf, corpus, tmp_path):
+    model, tok = hf
+    srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
+    out = tmp_path / "scores.jsonl"
+    args = ["score", str(imported), "--src", str(corpus / "test.src")]
+    assert main(args + ["--ref", str(corpus / "test.tgt"), "-o", str(out)]) == 0
+    ours = [json.loads(x)["score"] for x in lines(out)]
+    for s, r, score in zip(srcs, refs, ours):
+        enc = tok(s, text_target=r, return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**enc).logits[0].float()
+        theirs = torch.log_softmax(logits, -1).gather(1, enc["labels"][0][:, None]).sum().item()
+        assert abs(score - theirs) / abs(theirs) < 1e-4, (s, r)
+
+
+def test_a_gelu_model_with_own_embeddings_and_a_listed_s_piece_scores_the_same(corpus, tmp_path):
+    marian = marian_dir(tmp_path / "m", corpus, "gelu", seed=1, share=False, control_pieces=True)
+    model = transformers.MarianMTModel.from_pretrained(marian).eval()
+    tok = transformers.MarianTokenizer.from_pretrained(marian)
+    assert main(["import", "hf", str(marian), "-o", str(tmp_path / "run")]) == 0
+    cfg = load_config(tmp_path / "run" / "config.yaml", stored=True)
+    assert (cfg.model.activation, cfg.model.tie_embeddings) == ("gelu", False)
+    _, ours, ours_tok, _ = load_model(tmp_path / "run")
+    srcs, refs = lines(corpus / "test.src")[:8], lines(corpus / "test.tgt")[:8]
+    scores = score_pairs(ours, ours_tok, srcs, refs, cfg.decode)
+    for s, r, score in zip(srcs, refs, scores):
+        enc = tok(s, text_target=r, return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**enc).logits[0].float()
+        theirs = torch.log_softmax(logits, -1).gather(1, enc["labels"][0][:, None]).sum().item()
+        assert abs(score["score"] - theirs) / abs(theirs) < 1e-4
+
+
+def test_imported_tokenizer_gives_marians_ids_with_eos(imported, hf, corpus):
+    _, model, ours, _ = load_model(imported)
+    _, tok = hf
+    pieces = {i: p for p, i in tok.encoder.items()}
+    for s in lines(corpus / "test.src")[:10] + ["unknown ZZZ words"]:
+        mine = [ours.src.id_to_piece(i) if i > 3 else "<special>" for i in ours.encode_src([s])[0]]
+        theirs = [pieces[i] for i in tok(s)["input_ids"]]
+        assert theirs[-1] == "</s>" and ours.encode_src([s])[0][-1] == 3
+        assert len(mine) == len(theirs)
+        assert all(a == b or a == "<special>" for a, b in zip(mine, theirs))
+
+
+def test_decoding_starts_from_pad_and_never_emits_it(imported, hf):
+    model, _ = hf
+    pad = model.config.pad_token_id
+    state = load_checkpoint(imported / "best.pt")["model"]
+    emb = model.model.decoder.embed_tokens.weight
+    # our BOS slot is Marian's decoder start token (pad): a copy of its row, never predicted
+    assert torch.equal(state["tgt_emb.weight"][2], emb[pad])
+    assert torch.equal(state["tgt_emb.weight"][0], emb[pad])
+    assert state["out.bias"][2] == NEVER
+    assert state["out.bias"][0] == model.final_logits_bias[0, pad]
+
+
+def test_imported_greedy_equals_generate_on_every_line(imported, hf, corpus):
+    cfg, model, tok, _ = load_model(imported)
+    srcs = lines(corpus / "test.src")
+    ours = [t.text for t in translate_texts(model, tok, srcs, cfg.decode, beam=1)]
+    assert ours == hf_generate(*hf, srcs, cfg, beams=1)
+
+
+def test_imported_beam_5_agrees_in_bleu(imported, hf, corpus):
+    """Beam search ranks finished hypotheses differently: ours by GNMT's length penalty
+    ((5 + n) / 6) ** alpha (decode.alpha 0.6), transformers by sum / n ** length_penalty (1.0);
+    the BLEU of the two outputs stays within 0.3."""
+    cfg, model, tok, _ = load_model(imported)
+    srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
+    ours = [t.text for t in translate_texts(model, tok, srcs, cfg.decode, beam=5)]
+    theirs = hf_generate(*hf, srcs, cfg, beams=5)
+    assert abs(corpus_bleu(ours, [refs]).score - corpus_bleu(theirs, [refs]).score) < 0.3
+    assert corpus_bleu(ours, [theirs]).score > 60  # and mostly the same sentences
+
+
+def test_imported_run_decodes_int8_and_exports_to_ctranslate2(imported, corpus, tmp_path):
+    pytest.importorskip("ctranslate2")
+    import ctranslate2
+
+    from nmt.export.ctranslate2 import translate_ct2
+
+    out = tmp_path / "hyps.txt"
+    src = str(corpus / "test.src")
+    assert main(["translate", str(imported), "-i", src, "-o", str(out), "--int8"]) == 0
+    assert len(lines(out)) == len(lines(corpus / "test.src"))
+    assert (
+        main(["export", str(imported), "--format", "ctranslate2", "-o", str(tmp_path / "ct2")]) == 0
+    )
+    cfg, model, tok, _ = load_model(imported)
+    srcs = lines(corpus / "test.src")
+    ours = [t.text for t in translate_texts(model, tok, srcs, cfg.decode, beam=1)]
+    ct2 = translate_ct2(ctranslate2.Translator(str(tmp_path / "ct2")), tok, srcs, cfg.decode)
+    assert sum(a == b for a, b in zip(ours, ct2)) >= 0.95 * len(srcs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fine-tuning an imported model
+
+
+def finetune_config(path: Path, imported: Path, corpus: Path, run: Path, **vocab) -> Path:
+    parent = yaml.safe_load((imported / "config.yaml").read_text())
+    cfg = {
+        "data": {"source": "local", "path": str(corpus), "batch_tokens": 300},
+        "vocab": {**parent["vocab"], **vocab},
+        "model": parent["model"],
+        "train": {
+            "run_dir": str(run),
+            "init_from": str(imported),
+            "max_steps": 4,
+            "lr": 0.0005,
+            "valid_every": 1000,
+            "progress": False,
+            "seed": 5,
+            "threads": 1,
+            "precision": "fp32",
+        },
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_fine_tuning_an_imported_model_trains_and_resumes_exactly(imported, corpus, tmp_path):
+    full = train_job.train(
+        load_config(finetune_config(tmp_path / "a.yaml", imported, corpus, tmp_path / "a"))
+    ).run
+    cfg = finetune_config(tmp_path / "b.yaml", imported, corpus, tmp_path / "b")
+    part = train_job.train(load_config(cfg, ["train.max_steps=2"])).run
+    train_job.train(load_config(cfg), resume=True)
+    a = load_checkpoint(step_checkpoints(full)[-1])
+    b = load_checkpoint(step_checkpoints(part)[-1])
+    assert a["step"] == b["step"] == 4
+    start = load_checkpoint(imported / "best.pt")["model"]
+    assert not torch.equal(a["model"]["tgt_emb.weight"], start["tgt_emb.weight"])  # it trained
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+
+
+def test_fine_tuning_with_another_vocabulary_is_one_line(imported, corpus, tmp_path, capsys):
+    cfg = finetune_config(tmp_path / "c.yaml", imported, corpus, tmp_path / "c", size=500)
+    assert main(["train", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'vocab.size' is 500 in this config" in err
+
+
+# ----------------------------------------------------------------------------------------------
+# Export
+
+
+@pytest.fixture(scope="module")
+def toy_run(corpus) -> Path:
+    """A post-norm Transformer trained for 200 steps on the synthetic corpus."""
+    cfg = {
+        "data": {"source": "local", "path": str(corpus), "batch_tokens": 400},
+        "vocab": {"type": "unigram", "size": 100},
+        "model": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
+        "train": {
+            "run_dir": str(corpus.parent / "toy"),
+            "max_steps": 200,
+            "lr": 0.003,
+            "valid_every": 1000,
+            "progress": False,
+            "seed": 7,
+            "threads": 1,
+            "precision": "fp32",
+        },
+        "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5},
+    }
+    cfg["model"]["norm"] = "post"
+    path = corpus.parent / "toy.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return train_job.train(load_config(path)).run
+
+
+@pytest.fixture(scope="module")
+def exported(toy_run) -> Path:
+    out = toy_run.parent / "toy_hf"
+    assert main(["export", str(toy_run), "--format", "hf", "-o", str(out)]) == 0
+    return out
+
+
+def test_transformers_decodes_an_export_as_nmt_translate_does(toy_run, exported, corpus):
+    cfg, model, tok, _ = load_model(toy_run)
+    srcs = lines(corpus / "test.src")
+    ours = [t.text for t in translate_texts(model, tok, srcs, cfg.decode, beam=1)]
+    assert sum(bool(t) for t in ours) == len(srcs)  # the toy model translates something
+    client = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+    client_tok = transformers.AutoTokenizer.from_pretrained(exported)
+    theirs = []
+    for s in srcs:  # what pipeline("translation", model=DIR) runs (removed in transformers 5)
+        enc = client_tok(s, return_tensors="pt")
+        limit_ = limit(cfg, enc["input_ids"].size(1))
+        ids = client.generate(**enc, num_beams=1, do_sample=False, max_new_tokens=limit_ + 1)
+        theirs.append(client_tok.decode(ids[0], skip_special_tokens=True))
+    assert sum(a == b for a, b in zip(ours, theirs)) >= 0.98 * len(srcs)
+
+
+def test_translation_pipeline_runs_an_export(exported):
+    try:
+        pipe = transformers.pipeline("translation", model=str(exported))
+    except KeyError:  # transformers 5 removed the task
+        pytest.skip(f"transformers {transformers.__version__} has no translation pipeline")
+    assert isinstance(pipe("he sees the dog")[0]["translation_text"], str)
+
+
+def test_import_of_an_export_gives_back_the_same_weights(toy_run, exported, tmp_path):
+    back = tmp_path / "back"
+    assert main(["import", "hf", str(exported), "-o", str(back)]) == 0
+    a = load_checkpoint(toy_run / "best.pt")
+    b = load_checkpoint(back / "best.pt")
+    assert a["config"]["model"] == b["config"]["model"]
+    assert a["model"].keys() == b["model"].keys()
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+
+
+def test_pre_norm_and_rnn_runs_are_refused_in_one_line(
+    tiny_transformer_run, imported, tmp_path, capsys
+):
+    assert (
+        main(["export", str(tiny_transformer_run), "--format", "hf", "-o", str(tmp_path / "x")])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pre-norm" in err and "MarianMTModel is post-norm" in err
+    ck = load_checkpoint(imported / "best.pt")
+    cfg = from_dict({"data": {"source": "synthetic"}, "model": {"arch": "rnnsearch"}}, "test")
+    rnn = build_model(cfg.model, 10, 10)
+    tok = {**ck["tokenizer"]}
+    save_checkpoint(
+        tmp_path / "rnn.pt", {"config": to_dict(cfg), "model": rnn.state_dict(), "tokenizer": tok}
+    )
+    assert (
+        main(["export", str(tmp_path / "rnn.pt"), "--format", "hf", "-o", str(tmp_path / "y")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'rnnsearch'" in err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input
+
+
+def test_a_directory_that_is_not_a_marian_model_is_one_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["import", "hf", str(tmp_path / "empty"), "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no config.json" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unsupported_model_class_is_one_line_naming_the_supported_one(tmp_path, capsys):
+    config = transformers.BartConfig(vocab_size=20, d_model=8, encoder_layers=1, decoder_layers=1)
+    config.architectures = ["BartForConditionalGeneration"]
+    config.save_pretrained(tmp_path / "bart")
+    assert main(["import", "hf", str(tmp_path / "bart"), "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'bart'" in err and "MarianMTModel" in err
+
+
+def test_a_hub_id_without_network_is_one_line(tmp_path, capsys, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))  # nothing cached
+    code = main(["import", "hf", "Helsinki-NLP/opus-mt-xx-yy", "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "cannot fetch 'Helsinki-NLP/opus-mt-xx-yy'" in err
