@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ from nmt.bootstrap import (
     resample_counts,
     resampled_scores,
 )
+from nmt.config.schema import Metric as MetricName
 from nmt.errors import NmtError
 
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows
@@ -45,9 +47,9 @@ def _check_parallel(hyps: list[str], refs: list[str], srcs: list[str] | None = N
         raise NmtError(f"cannot score: {len(srcs)} sources but {len(hyps)} hypotheses")
 
 
-# sacreBLEU metrics a report can hold; TER: lower is better. bleu_lc is BLEU with sacreBLEU's -lc,
-# the scoring of the anchors that lowercase (e.g. the Multi30k notebooks' tokenized, lowercased BLEU).
-METRICS = ("bleu", "chrf", "ter", "bleu_lc")
+# sacreBLEU metrics a report can hold (the config's eval.metrics names them); TER: lower is better.
+# bleu_lc is BLEU with sacreBLEU's -lc, the scoring of anchors that lowercase.
+METRICS: tuple[str, ...] = typing.get_args(MetricName)
 HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False, "bleu_lc": True}
 DEFAULT_METRICS = ("bleu", "chrf")
 

@@ -25,7 +25,7 @@ from nmt.evaluate import HIGHER_IS_BETTER, SCORES_FILE, bucket_label
 
 HYPS_FILE, SRCS_FILE, REFS_FILE = "hyps.txt", "srcs.txt", "refs.txt"
 PLOT_FILE = "bleu_by_length.png"
-LABELS = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER", "comet": "COMET"}
+LABELS = {"bleu": "BLEU", "bleu_lc": "BLEU (lc)", "chrf": "chrF", "ter": "TER", "comet": "COMET"}
 # Significance marks (tables and plots): which way a model differs from the first, not only that.
 BETTER, WORSE = "▲", "▼"
 

@@ -271,6 +271,23 @@ def test_evaluate_buckets_option_changes_the_buckets(runs, tmp_path):
     assert sum(b["n"] for b in buckets) == 30
 
 
+def test_evaluate_reports_the_metrics_the_runs_config_names(runs, tmp_path):
+    """A recipe's eval.metrics (here with lowercased BLEU) is what `nmt evaluate` reports without
+    --metrics; --metrics still chooses for itself."""
+    import torch
+
+    ckpt = load_checkpoint(runs["transformer"] / "best.pt")
+    ckpt["config"]["eval"]["metrics"] = ["bleu", "bleu_lc"]
+    torch.save(ckpt, tmp_path / "model.pt")
+    args = ["evaluate", str(tmp_path / "model.pt"), "--split", "test", "--beam", "1"]
+    assert main([*args, "--report", str(tmp_path / "r1")]) == 0
+    scores = scores_of(tmp_path / "r1")
+    assert "case:lc" in scores["bleu_lc_signature"] and "chrf" not in scores
+    assert scores["bleu_lc"] >= scores["bleu"]  # lowercasing can only add matches here
+    assert main([*args, "--metrics", "chrf", "--report", str(tmp_path / "r2")]) == 0
+    assert "chrf" in scores_of(tmp_path / "r2") and "bleu_lc" not in scores_of(tmp_path / "r2")
+
+
 @pytest.mark.parametrize("arch", ["rnnsearch", "transformer"])
 def test_training_valid_bleu_equals_greedy_evaluate(runs, tmp_path, arch):
     run = runs[arch]

@@ -70,8 +70,8 @@ def _report_args(e: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--metrics",
         type=metrics,
-        default=("bleu", "chrf"),
-        help="comma-separated sacreBLEU metrics: bleu, chrf, ter (default: bleu,chrf)",
+        help="comma-separated sacreBLEU metrics: bleu, chrf, ter, bleu_lc (lowercased BLEU) "
+        "(default: the run's eval.metrics, bleu,chrf unless its config says otherwise)",
     )
     e.add_argument(
         "--bootstrap",

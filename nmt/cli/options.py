@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import typing
 from typing import Callable
 
+from nmt.config.schema import Metric
 from nmt.errors import NmtError
 
 
@@ -38,9 +40,10 @@ positive, count = int_at_least(1), int_at_least(0)
 
 def metrics(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
-    bad = [n for n in names if n not in ("bleu", "chrf", "ter")]
+    known = typing.get_args(Metric)
+    bad = [n for n in names if n not in known]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"expected metrics from bleu, chrf, ter, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected metrics from {', '.join(known)}, got {text!r}")
     return names
 
 

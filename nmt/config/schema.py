@@ -287,8 +287,17 @@ class DecodeConfig:
     )
 
 
+# The sacreBLEU metrics a report can hold (nmt.evaluate builds them).
+Metric = Literal["bleu", "chrf", "ter", "bleu_lc"]
+
+
 @dataclass
 class EvalConfig:
+    metrics: list[Metric] = opt(
+        ["bleu", "chrf"],
+        "sacreBLEU metrics nmt evaluate reports when --metrics is not given; bleu_lc is BLEU "
+        "lowercased (sacreBLEU -lc), the scoring of anchors that lowercase; ter: lower is better",
+    )
     buckets: list[int] = opt(
         [10, 20, 30, 40, 50],
         "upper bounds (source words, inclusive) of the length buckets; a final open bucket follows",

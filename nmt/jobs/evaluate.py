@@ -3,6 +3,7 @@ intervals, BLEU by length and attention plots go into a report directory."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,6 @@ from nmt.config import Config
 from nmt.data.corpus import load_split, read_lines
 from nmt.errors import NmtError
 from nmt.evaluate import (
-    DEFAULT_METRICS,
     MeanScore,
     bucket_bounds,
     data_fingerprint,
@@ -48,7 +48,7 @@ class EvalOptions:
     progress: bool = True
     overrides: Optional[dict] = None  # decode.* settings from the command line
     int8: bool = False
-    metrics: tuple[str, ...] = DEFAULT_METRICS
+    metrics: Optional[tuple[str, ...]] = None  # None: the config's eval.metrics
     bootstrap: int = DEFAULT_SAMPLES  # resamples for 95% intervals (0: none)
     comet_model: Optional[str] = None  # a local COMET checkpoint (needs unbabel-comet)
     verbose: bool = False
@@ -65,6 +65,7 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
     srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file)
     warn_unknown(tok, srcs, o.src_file or f"split {name}", o.verbose)
     bounds = o.buckets or cfg.eval.buckets
+    o = dataclasses.replace(o, metrics=o.metrics or tuple(cfg.eval.metrics))
     _check_eval_options(bounds, o.metrics, o.comet_model)  # before decoding the whole split
     model.set_attention_view(o.attn_layer, o.attn_head)
     k = cfg.decode.beam if o.beam is None else o.beam
