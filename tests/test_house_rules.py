@@ -52,7 +52,7 @@ STAGES = [
     ("decode", ["nmt.decode", "nmt.search", "nmt.inference", "nmt.pieces", "nmt.unknown_words"]),
     # translate turns sentences into scored translations for validation and evaluation alike
     ("evaluate", ["nmt.evaluate", "nmt.bootstrap", "nmt.comet", "nmt.alignment", "nmt.translate"]),
-    ("report", ["nmt.report", "nmt.compare"]),
+    ("report", ["nmt.report", "nmt.compare", "nmt.curves"]),
     # the study and the package's lazy `nmt.Translator` run whole jobs: they sit on top
     (
         "jobs",

@@ -26,6 +26,7 @@ COMMANDS = (
     "average",
     "score",
     "compare",
+    "curves",
     "study",
     "export",
     "import",

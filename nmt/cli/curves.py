@@ -1,0 +1,35 @@
+"""`nmt curves`: validation score against training minutes, one line per run."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    c = sub.add_parser(
+        "curves",
+        help="validation BLEU against training minutes of several runs",
+        description="Plot each run's validation score against its training minutes (the "
+        "'seconds' of metrics.jsonl's validation rows: the whole training command's "
+        "wall-clock, validation included, summed across resumes) into OUT/curves.png, "
+        "with a table of each run's best score and when it got there in OUT/curves.md.",
+    )
+    c.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    c.add_argument("--metric", choices=["bleu", "chrf", "loss"], default="bleu")
+    c.add_argument("--names", help="comma-separated names (default: the run directories' names)")
+    c.add_argument("--out", default="curves", help="output directory (default: ./curves)")
+    c.set_defaults(func=run)
+
+
+def run(a: argparse.Namespace) -> int:
+    from nmt.curves import curves_table, read_curve, write_curves
+    from nmt.errors import NmtError
+
+    names = a.names.split(",") if a.names else [None] * len(a.runs)
+    if len(names) != len(a.runs):
+        raise NmtError(f"--names gives {len(names)} names for {len(a.runs)} runs")
+    curves = [read_curve(r, a.metric, n) for r, n in zip(a.runs, names)]
+    out = write_curves(curves, a.out, a.metric)
+    print(curves_table(curves, a.metric), end="")
+    print(f"plot: {out / 'curves.png'}")
+    return 0
