@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable, Iterator, Union
 
 from nmt.errors import NmtError
 
@@ -36,6 +39,22 @@ def atomic_write(path: str | os.PathLike, content: Content) -> None:
         ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_dir(out: Path) -> Iterator[Path]:
+    """A temp directory beside `out` to fill; renamed over `out` when the block ends, removed when
+    it fails, so an exporter never leaves a half-written model directory behind."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

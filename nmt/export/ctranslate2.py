@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -36,6 +34,7 @@ from nmt.config import Config, DecodeConfig
 from nmt.config.load import to_dict
 from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from nmt.errors import NmtError
+from nmt.files import atomic_dir
 from nmt.models.transformer import Transformer, sinusoids
 
 if TYPE_CHECKING:
@@ -177,9 +176,7 @@ def export_ctranslate2(
             f"has no RNN decoder; only 'transformer' models can be exported"
         )
     spec = build_spec(cfg, model, tok)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         _converter(spec).convert(str(tmp), quantization=quantization, force=True)
         tok.save(tmp)
         info = {
@@ -194,12 +191,6 @@ def export_ctranslate2(
             "sentence and min_decoding_length=0 to stop where nmt stops",
         }
         (tmp / "nmt_export.json").write_text(json.dumps(info, indent=2) + "\n", "utf-8")
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

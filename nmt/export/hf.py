@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from nmt.checkpoint import load_model
 from nmt.config import Config
 from nmt.data.tokenizer import BOS, EOS, PAD, Tokenizer
 from nmt.errors import NmtError
+from nmt.files import atomic_dir
 from nmt.importers.hf import LAYOUT_KEY, import_transformers
 from nmt.importers.marian_weights import halves_order, layer_names, permute_model_dim
 from nmt.models.transformer import Transformer
@@ -159,9 +159,7 @@ def export_hf(target: str | Path, out_dir: str | Path, overwrite: bool = False) 
     cfg, model, tok, meta = load_model(target)
     _refuse(cfg, model, tok, meta["path"])
     net, gen = build_marian(cfg, model, tok)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         net.generation_config = tf.GenerationConfig(**gen)
         net.save_pretrained(tmp)
         vocab = tmp / "nmt_vocab"  # MarianTokenizer's inputs; it writes its own files
@@ -188,12 +186,6 @@ def export_hf(target: str | Path, out_dir: str | Path, overwrite: bool = False) 
         shutil.rmtree(vocab)
         info = {"checkpoint": meta["path"], "step": meta["step"], "arch": cfg.model.arch}
         (tmp / "nmt_export.json").write_text(json.dumps(info, indent=2) + "\n", "utf-8")
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
