@@ -155,6 +155,23 @@ def bucket_members(srcs: list[str], ranges: list[tuple[int, int | None]]) -> lis
     return [np.asarray(m, dtype=np.int64) for m in members]
 
 
+def merge_small_buckets(srcs: list[str], bounds: list[int], min_n: int) -> list[int]:
+    """Upper bounds with adjacent buckets merged until each holds at least `min_n` sentences (or
+    one bucket is left): the smallest bucket joins its smaller neighbour, so a thin tail of long
+    sentences becomes one wider bucket instead of a noisy point."""
+    bounds = list(bounds)
+    while bounds:
+        counts = [len(m) for m in bucket_members(srcs, bucket_bounds(bounds))]
+        k = min(range(len(counts)), key=lambda i: (counts[i], -i))  # ties: the longer bucket
+        if counts[k] >= min_n:
+            break
+        left = counts[k - 1] if k > 0 else None
+        right = counts[k + 1] if k + 1 < len(counts) else None
+        join_left = right is None or (left is not None and left <= right)
+        del bounds[k - 1 if join_left else k]  # the bound between bucket k and that neighbour
+    return bounds
+
+
 def score_report(
     srcs: list[str],
     hyps: list[str],

@@ -396,5 +396,17 @@ def format_scores(scores: dict) -> str:
             lines.append(f"{label} = {scores[m]:.2f}{interval} (signature {sig})")
     text = "\n".join(lines) + "\n"
     if scores.get("buckets"):
-        text += "\n" + metrics_table(scores)
+        text += "\n" + metrics_table(scores) + merge_note(scores)
     return text
+
+
+def merge_note(scores: dict) -> str:
+    """The line that says which length buckets were merged and why (eval.min_bucket)."""
+    merge = scores.get("bucket_merge")
+    if not merge:
+        return ""
+    asked = ",".join(str(b) for b in merge["asked"])
+    return (
+        f"Buckets merged so that each holds at least {merge['min_sentences']} sentences "
+        f"(eval.min_bucket; asked for upper bounds {asked}).\n"
+    )

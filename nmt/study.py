@@ -34,7 +34,7 @@ from nmt.files import atomic_write
 from nmt.jobs import evaluate as evaluate_job
 from nmt.jobs import train as train_job
 from nmt.logs import setup_logging
-from nmt.report import plot_bleu_by_length
+from nmt.report import merge_note, plot_bleu_by_length
 from nmt.run_dir import RunDir
 
 log = logging.getLogger("nmt")
@@ -250,7 +250,7 @@ def _write_report(
         f"({split}, beam {beam})",
         "",
         comparison_markdown(comp),
-        "",
+        merge_note(next(iter(results.values()))),
         f"## Which models beat {order[0]} significantly (BLEU, paired bootstrap)",
         "",
         *verdicts(comp),

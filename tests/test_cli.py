@@ -288,6 +288,22 @@ def test_evaluate_reports_the_metrics_the_runs_config_names(runs, tmp_path):
     assert "chrf" in scores_of(tmp_path / "r2") and "bleu_lc" not in scores_of(tmp_path / "r2")
 
 
+def test_evaluate_merges_thin_length_buckets_and_says_so(runs, tmp_path, capsys):
+    import torch
+
+    ckpt = load_checkpoint(runs["transformer"] / "best.pt")
+    ckpt["config"]["eval"]["min_bucket"] = 8
+    torch.save(ckpt, tmp_path / "model.pt")
+    report = tmp_path / "r"
+    args = ["evaluate", str(tmp_path / "model.pt"), "--split", "test", "--beam", "1"]
+    assert main([*args, "--buckets", "3,6,9,12", "--report", str(report)]) == 0
+    scores = scores_of(report)
+    assert all(b["n"] >= 8 for b in scores["buckets"]) and len(scores["buckets"]) < 5
+    assert sum(b["n"] for b in scores["buckets"]) == 30
+    assert scores["bucket_merge"] == {"asked": [3, 6, 9, 12], "min_sentences": 8}
+    assert "Buckets merged so that each holds at least 8 sentences" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("arch", ["rnnsearch", "transformer"])
 def test_training_valid_bleu_equals_greedy_evaluate(runs, tmp_path, arch):
     run = runs[arch]

@@ -15,8 +15,10 @@ from nmt.evaluate import (
     DEFAULT_BUCKETS,
     bleu_by_length,
     bucket_bounds,
+    bucket_members,
     corpus_scores,
     load_scores,
+    merge_small_buckets,
     paired_tests,
     score_report,
 )
@@ -103,6 +105,30 @@ def test_sentences_land_in_the_bucket_of_their_source_word_count(corpus):
     # lengths 1, 5, 10 | 11, 20 | 21 | 35 | (none) | 51, 70
     assert [b["n"] for b in buckets] == [3, 2, 1, 1, 0, 2]
     assert sum(b["n"] for b in buckets) == len(srcs)
+
+
+def test_thin_buckets_merge_into_their_smaller_neighbour_until_each_is_big_enough():
+    srcs = [words(n) for n in [5] * 200 + [15] * 300 + [25] * 160 + [35] * 60 + [45] * 30]
+    srcs += [words(n) for n in [60] * 20]
+    assert merge_small_buckets(srcs, [10, 20, 30, 40, 50], 0) == [10, 20, 30, 40, 50]
+    # 51+ (20) joins 41-50 (30); 41+ (50) joins 31-40 (60): one 31+ bucket of 110 ...
+    assert merge_small_buckets(srcs, [10, 20, 30, 40, 50], 100) == [10, 20, 30]
+    # ... which still holds fewer than 150, so it joins 21-30 (160) into 21+ (270)
+    merged = merge_small_buckets(srcs, [10, 20, 30, 40, 50], 150)
+    assert merged == [10, 20]
+    counts = [len(m) for m in bucket_members(srcs, bucket_bounds(merged))]
+    assert counts == [200, 300, 270] and sum(counts) == len(srcs)
+    assert merge_small_buckets(srcs, [10, 20], 10_000) == []  # one bucket: all lengths
+
+
+def test_the_printed_table_says_which_buckets_were_merged(corpus):
+    srcs, hyps, refs = corpus
+    scores = score_report(srcs, hyps, refs, [10, 30])
+    assert "merged" not in format_scores(scores)
+    scores["bucket_merge"] = {"asked": [10, 20, 30, 40, 50], "min_sentences": 150}
+    assert "at least 150 sentences (eval.min_bucket; asked for upper bounds 10,20,30,40,50)" in (
+        format_scores(scores)
+    )
 
 
 def test_empty_bucket_has_no_bleu(corpus):

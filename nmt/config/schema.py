@@ -302,6 +302,12 @@ class EvalConfig:
         [10, 20, 30, 40, 50],
         "upper bounds (source words, inclusive) of the length buckets; a final open bucket follows",
     )
+    min_bucket: int = opt(
+        0,
+        "merge adjacent length buckets until each holds at least this many test sentences "
+        "(0 = keep the buckets as given); scores.json and the printed table say what was merged",
+        lo=0,
+    )
     split: str = opt("test", "default split role for nmt evaluate")
 
 

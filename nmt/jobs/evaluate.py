@@ -20,6 +20,7 @@ from nmt.evaluate import (
     bucket_bounds,
     data_fingerprint,
     make_metric,
+    merge_small_buckets,
     score_report,
 )
 from nmt.inference import load_for_decoding
@@ -67,6 +68,9 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
     bounds = o.buckets or cfg.eval.buckets
     o = dataclasses.replace(o, metrics=o.metrics or tuple(cfg.eval.metrics))
     _check_eval_options(bounds, o.metrics, o.comet_model)  # before decoding the whole split
+    asked = list(bounds)
+    if cfg.eval.min_bucket:  # thin buckets of long sentences give noise, not a point
+        bounds = merge_small_buckets(srcs, asked, cfg.eval.min_bucket)
     model.set_attention_view(o.attn_layer, o.attn_head)
     k = cfg.decode.beam if o.beam is None else o.beam
     what = test_set["split"] or f"{o.src_file} / {o.ref_file}"
@@ -97,6 +101,8 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
             "test_set": test_set,
         }
     )
+    if bounds != asked:
+        scores["bucket_merge"] = {"asked": asked, "min_sentences": cfg.eval.min_bucket}
     report, model_name = _report_place(cfg, meta, name, k, o.int8, o.report_dir)
     write_report(
         report,
