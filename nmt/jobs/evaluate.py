@@ -65,12 +65,8 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
     cfg, model, tok, meta = m.cfg, m.model, m.tok, m.meta
     srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file)
     warn_unknown(tok, srcs, o.src_file or f"split {name}", o.verbose)
-    bounds = o.buckets or cfg.eval.buckets
     o = dataclasses.replace(o, metrics=o.metrics or tuple(cfg.eval.metrics))
-    _check_eval_options(bounds, o.metrics, o.comet_model)  # before decoding the whole split
-    asked = list(bounds)
-    if cfg.eval.min_bucket:  # thin buckets of long sentences give noise, not a point
-        bounds = merge_small_buckets(srcs, asked, cfg.eval.min_bucket)
+    bounds, merge = _buckets(cfg, o, srcs)
     model.set_attention_view(o.attn_layer, o.attn_head)
     k = cfg.decode.beam if o.beam is None else o.beam
     what = test_set["split"] or f"{o.src_file} / {o.ref_file}"
@@ -101,8 +97,7 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
             "test_set": test_set,
         }
     )
-    if bounds != asked:
-        scores["bucket_merge"] = {"asked": asked, "min_sentences": cfg.eval.min_bucket}
+    scores.update(merge)
     report, model_name = _report_place(cfg, meta, name, k, o.int8, o.report_dir)
     write_report(
         report,
@@ -117,6 +112,18 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
         view = _attention_view(cfg, model, o.attn_layer, o.attn_head)
         _attention_plots(out, srcs, tok, report, o.attention_plots, f"{model_name}, {view}")
     return scores, report
+
+
+def _buckets(cfg: Config, o: EvalOptions, srcs: list[str]) -> tuple[list[int], dict]:
+    """The length buckets (checked before decoding the whole split), merged as eval.min_bucket
+    asks, since thin buckets of long sentences give noise, not a point; and what was merged."""
+    asked = list(o.buckets or cfg.eval.buckets)
+    _check_eval_options(asked, o.metrics, o.comet_model)
+    if not cfg.eval.min_bucket:
+        return asked, {}
+    bounds = merge_small_buckets(srcs, asked, cfg.eval.min_bucket)
+    merged = {"bucket_merge": {"asked": asked, "min_sentences": cfg.eval.min_bucket}}
+    return bounds, merged if bounds != asked else {}
 
 
 def _scores(
