@@ -94,6 +94,25 @@ def test_split_role_not_in_config_is_an_error(tiny_corpus):
         load_split(local(tiny_corpus()), "dev")
 
 
+def test_a_sliced_split_holds_out_part_of_a_file_for_validation(tiny_corpus):
+    d = tiny_corpus("de", "en", sizes={"train": 120, "valid": 30, "test": 25})
+    cfg = local(d, splits={"train": "train[20:]", "valid": "train[:20]", "test": "train[-5:]"})
+    whole = list(zip(*load_split(local(d), "train")))
+    train, valid = (list(zip(*load_split(cfg, r))) for r in ("train", "valid"))
+    assert valid == whole[:20] and train == whole[20:]
+    assert list(zip(*load_split(cfg, "test"))) == whole[-5:]
+    # the prepared (streamed) training corpus reads the same slice, negative bounds too
+    assert list(corpus.stream_split(cfg, "train")) == whole[20:]
+    tail = local(d, splits={"train": "train[-30:-10]"})
+    assert list(corpus.stream_split(tail, "train")) == whole[-30:-10]
+
+
+def test_a_malformed_split_slice_names_the_split_and_the_syntax(tiny_corpus):
+    cfg = local(tiny_corpus(), splits={"train": "train[:10%]"})
+    with pytest.raises(NmtError, match=r"data.splits.*'train\[:10%\]'.*NAME\[START:STOP\]"):
+        load_split(cfg, "train")
+
+
 def test_non_utf8_byte_names_file_and_line(tmp_path):
     write_pair(tmp_path, "train", "ja\nnein\ngut \xe4\n".encode("latin-1"), b"yes\nno\ngood\n")
     with pytest.raises(NmtError) as e:
@@ -265,6 +284,13 @@ def test_hub_unknown_split_names_the_split(hub_dir):
     with pytest.raises(NmtError, match="split 'test' not found") as e:
         load_split(hub(hub_dir), "test")
     assert "\n" not in str(e.value)
+
+
+def test_a_sliced_hub_split_is_sliced_by_datasets(hub_dir):
+    cfg = hub(hub_dir)
+    cfg.splits = {"train": "train[10:]", "valid": "train[:10]"}
+    assert list(zip(*load_split(cfg, "train"))) == tiny_pairs(30, seed=5)[10:]
+    assert list(zip(*load_split(cfg, "valid"))) == tiny_pairs(30, seed=5)[:10]
 
 
 def test_synthetic_source_is_generated_once_and_cached(monkeypatch, nmt_cache):

@@ -78,7 +78,8 @@ class DataConfig:
     splits: dict[str, str] = opt(
         {"train": "train", "valid": "valid", "test": "test"},
         "split role -> split name on disk / on the hub (roles: train, "
-        "valid, test, any others you want to evaluate)",
+        "valid, test, any others you want to evaluate); a slice such as train[1000:] and "
+        "train[:1000] holds part of a split out, for local files as on the hub",
     )
     synthetic: SyntheticConfig = opt(
         SyntheticConfig(), "built-in corpus settings (source: synthetic)"

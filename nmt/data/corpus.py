@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from nmt.config import DataConfig
+from nmt.data import split_slice
 from nmt.errors import NmtError
 
 Pairs = tuple[list[str], list[str]]
@@ -272,14 +273,16 @@ def load_split(cfg: DataConfig, role: str) -> Pairs:
         )
     name = cfg.splits[role]
     if cfg.source == "hub":
-        return _load_hub(cfg, name)
+        return _load_hub(cfg, name)  # `datasets` slices 'train[1000:]' itself
+    name, part = split_slice.parse(name)
     base = synthetic_dir(cfg) if cfg.source == "synthetic" else Path(cfg.path)
     if cfg.source == "local" and not base.is_dir():
         raise NmtError(f"data directory not found: {base} (data.path)")
     loader = {"text": _load_text, "tsv": _load_tsv, "jsonl": _load_jsonl}[
         "text" if cfg.source == "synthetic" else cfg.format
     ]
-    return loader(cfg, base, name)
+    src, tgt = loader(cfg, base, name)
+    return split_slice.take(src, part), split_slice.take(tgt, part)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -362,7 +365,7 @@ def split_name(cfg: DataConfig, role: str) -> str:
 def split_files(cfg: DataConfig, role: str) -> list[Path]:
     """The local files a split is read from (none for the hub); the synthetic corpus is written
     here on first use."""
-    name = split_name(cfg, role)
+    name = split_slice.parse(split_name(cfg, role))[0]
     if cfg.source == "hub":
         return []
     base = synthetic_dir(cfg) if cfg.source == "synthetic" else Path(cfg.path)
@@ -377,10 +380,11 @@ def split_files(cfg: DataConfig, role: str) -> list[Path]:
 def stream_split(cfg: DataConfig, role: str) -> PairStream:
     """(source, target) pairs of a local or synthetic split, checked line by line as they are
     read (the corpus is never held in memory)."""
-    name = split_name(cfg, role)
+    name, part = split_slice.parse(split_name(cfg, role))
     base = split_files(cfg, role)[0].parent
     fmt = "text" if cfg.source == "synthetic" else cfg.format
-    return {"text": _stream_text, "tsv": _stream_tsv, "jsonl": _stream_jsonl}[fmt](cfg, base, name)
+    stream = {"text": _stream_text, "tsv": _stream_tsv, "jsonl": _stream_jsonl}[fmt]
+    return split_slice.take_stream(lambda: stream(cfg, base, name), part)
 
 
 def hub_split(cfg: DataConfig, role: str):
