@@ -153,8 +153,12 @@ def test_merge_sections_copies_and_replaces_non_mappings():
 
 
 def test_the_local_multi30k_configs_inherit_from_the_hub_ones():
-    hubs = [p for p in (REPO / "configs" / "multi30k").rglob("*.yaml") if "_local" not in p.name]
-    assert len(hubs) >= 4  # today's three and the recipes in de-en/ (en-de/ as they come)
+    hubs = [
+        p
+        for p in (REPO / "configs" / "multi30k").rglob("*.yaml")
+        if "_local" not in p.name and not p.name.startswith("corpus")
+    ]
+    assert len(hubs) >= 8  # the old three and the recipes in de-en/ and en-de/
     for path in hubs:
         hub = load_config(path)
         local = load_config(path.with_name(f"{path.stem}_local.yaml"))
@@ -163,6 +167,18 @@ def test_the_local_multi30k_configs_inherit_from_the_hub_ones():
         # compared resolved: ../shared may be a symlink, which load_config keeps as written
         shared = REPO.parent / "shared" / "data" / "multi30k"
         assert Path(local.data.path).resolve() == shared.resolve()
+        assert (local.data.src_lang, local.data.tgt_lang) == (hub.data.src_lang, hub.data.tgt_lang)
+        assert local.eval == hub.eval and local.vocab == hub.vocab
+
+
+def test_the_en_de_recipes_are_the_de_en_ones_reversed():
+    for arch in ("transformer", "rnnsearch"):
+        for twin in ("", "_local"):
+            de_en = load_config(REPO / "configs" / "multi30k" / "de-en" / f"{arch}{twin}.yaml")
+            en_de = load_config(REPO / "configs" / "multi30k" / "en-de" / f"{arch}{twin}.yaml")
+            assert (en_de.data.src_lang, en_de.data.tgt_lang) == ("en", "de")
+            assert en_de.model == de_en.model and en_de.train.max_steps == de_en.train.max_steps
+            assert en_de.data.source == de_en.data.source
 
 
 def test_a_symlinked_shared_folder_reads_and_keys_the_same_corpus(tmp_path):
