@@ -317,6 +317,33 @@ def test_shipped_config_loads(path):
     assert cfg.model.arch and cfg.data.source
 
 
+STUDIES = sorted((REPO / "configs" / "study").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.name for p in STUDIES])
+def test_shipped_study_loads_every_model(path, tmp_path):
+    from nmt.study import load_study, model_configs
+
+    configs = model_configs(load_study(path), str(path), tmp_path)
+    assert configs and all(c.model.arch and c.data.source for c in configs.values())
+
+
+def test_the_news_study_has_three_architectures_on_step_budgets_and_a_held_out_slice(tmp_path):
+    from nmt.study import load_study, model_configs
+
+    path = REPO / "configs" / "study" / "wmt-news-steps.yaml"
+    configs = model_configs(load_study(path), str(path), tmp_path)
+    assert {c.model.arch for c in configs.values()} == {"seq2seq", "rnnsearch", "transformer"}
+    assert {c.train.max_steps for c in configs.values()} == {3600}
+    assert all(c.train.max_minutes == 0 for c in configs.values())
+    splits = next(iter(configs.values())).data.splits
+    assert (splits["train"], splits["valid"], splits["test"]) == (
+        "train[1000:]",
+        "train[:1000]",
+        "valid",
+    )
+
+
 def test_some_configs_are_shipped():
     assert any("toy" in p.parts for p in SHIPPED)
 
