@@ -12,7 +12,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import importlib.util
 import os
+import pkgutil
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +33,23 @@ LEGACY_MODEL_KEYS = frozenset(
 )
 
 
-def model_classes() -> dict[str, type]:
-    """Registered architecture name -> its config dataclass."""
-    from nmt.models.registry import config_classes  # lazy: models import torch
+def model_classes(arch: str | None = None) -> dict[str, type]:
+    """Architecture name -> its config dataclass. The shipped architectures' come from their
+    torch-free `nmt/models/*_config.py` modules, so checking a config never imports torch; an
+    architecture written as one file (its config beside its model) is found through the
+    registry, which imports the models, only when `arch` names none of those."""
+    models = importlib.util.find_spec("nmt.models").submodule_search_locations
+    classes: dict[str, type] = {}
+    for module in pkgutil.iter_modules(models):
+        if module.name.endswith("_config"):
+            classes.update(importlib.import_module(f"nmt.models.{module.name}").CONFIGS)
+    for name, cls in classes.items():
+        cls.arch_name = name  # names the architecture in config errors
+    if arch is not None and arch not in classes:
+        from nmt.models.registry import config_classes  # lazy: models import torch
 
-    return config_classes()
+        classes.update(config_classes())
+    return classes
 
 
 def _model_class(raw: Any, where: str) -> type:
@@ -47,7 +61,7 @@ def _model_class(raw: Any, where: str) -> type:
         raise NmtError(f"missing required key 'model.arch' in {where}")
     if not isinstance(arch, str):
         raise NmtError(f"wrong type for 'model.arch' in {where}: expected str, got {arch!r}")
-    classes = model_classes()
+    classes = model_classes(arch)
     if arch not in classes:
         close = difflib.get_close_matches(arch, classes, n=1, cutoff=0.5)
         hint = f"; did you mean '{close[0]}'?" if close else ""

@@ -1,21 +1,30 @@
-"""Models: importing this package imports every module in it, which registers each architecture
-(`@register`), so adding an architecture is adding one file here."""
+"""Models: each architecture registers itself (`@register`) in its own file, found by the
+registry when a model is first built, so adding an architecture is adding one file here.
+
+Nothing is imported with the package itself: the shipped architectures' config keys live in
+torch-free `*_config.py` modules beside them, and checking a config must not import torch.
+"""
 
 import importlib
-import pkgutil
 
-from nmt.models.base import EncoderOut, NMTModel, State
-from nmt.models.registry import architectures, build_model, config_classes, register
+_EXPORTS = {
+    "EncoderOut": "nmt.models.base",
+    "NMTModel": "nmt.models.base",
+    "State": "nmt.models.base",
+    "architectures": "nmt.models.registry",
+    "build_model": "nmt.models.registry",
+    "config_classes": "nmt.models.registry",
+    "register": "nmt.models.registry",
+}
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = [
-    "EncoderOut",
-    "NMTModel",
-    "State",
-    "architectures",
-    "build_model",
-    "config_classes",
-    "register",
-]
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+__all__ = sorted(_EXPORTS)

@@ -3,29 +3,15 @@ padding-safe packed run, and the deep output layer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from nmt.config import ModelConfig, opt
 from nmt.models.base import given_host_lengths
 from nmt.precision import bf16_is_fast
-
-
-@dataclass
-class RNNConfig(ModelConfig):
-    """Keys both RNN architectures (seq2seq, rnnsearch) have."""
-
-    rnn_type: Literal["gru", "lstm"] = opt("gru", "recurrent cell")
-    emb_size: int = opt(256, "embedding size", lo=1)
-    hidden_size: int = opt(512, "decoder hidden size (seq2seq: the encoder's too)", lo=1)
-    deep_output: Literal["maxout", "tanh", "none"] = opt(
-        "maxout", "deep output layer before the softmax"
-    )
 
 
 def gates(rnn_type: str) -> int:

@@ -14,28 +14,18 @@ the bottom layer reads [emb; c_i], the attention query is the top layer's s_{i-1
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.config import opt
 from nmt.models.attention import build_alignment
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.rnn import DeepOutput, RNNConfig, gates, make_rnn, run_packed
-
-
-@dataclass
-class RNNSearchConfig(RNNConfig):
-    enc_hidden_size: int = opt(0, "encoder size per direction; 0 = hidden_size // 2", lo=0)
-    attention: Literal["bahdanau", "luong_dot", "luong_general"] = opt(
-        "bahdanau", "alignment model: additive (Bahdanau) or Luong dot/general"
-    )
-    attention_size: int = opt(0, "additive attention size; 0 = hidden_size", lo=0)
+from nmt.models.rnn import DeepOutput, gates, make_rnn, run_packed
+from nmt.models.rnn_config import RNNSearchConfig
 
 
 class Cell(nn.Module):

@@ -15,27 +15,15 @@ For LSTMs, c and s_0 are hidden states; the decoder's initial memory cell is zer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.config import opt
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.rnn import DeepOutput, RNNConfig, gates, make_rnn, run_packed, run_rnn
-
-
-@dataclass
-class Seq2SeqConfig(RNNConfig):
-    reverse_source: bool = opt(False, "feed the source reversed (Sutskever et al. 2014)")
-    feed_context: bool = opt(
-        True,
-        "concatenate the context vector c = h_T to the decoder input "
-        "and output at every step (Cho et al. 2014)",
-    )
+from nmt.models.rnn import DeepOutput, gates, make_rnn, run_packed, run_rnn
+from nmt.models.rnn_config import Seq2SeqConfig
 
 
 def reverse_tokens(src: Tensor, mask: Tensor, eos_id: int) -> Tensor:
