@@ -1,8 +1,10 @@
 """`nmt study`: train several models on the same data and budget, compare BLEU by source length.
 
 A study YAML holds `base` (config sections shared by every model), `models` (name -> sections
-merged over the base), `evaluate` (split and beam, the same for every model) and `parallel`
-(how many models train side by side, default 1). The study directory
+merged over the base), `evaluate` (split and beam, the same for every model; a list of beams,
+e.g. [1, 5], evaluates each model with each and writes the joint report once per beam, the first
+with the plain names, the others as study_beamK.md/.json and bleu_by_length_beamK.png) and
+`parallel` (how many models train side by side, default 1). The study directory
 gets one run per model, their reports, and the joint report: study.json, study.md (the bucket table
 side by side) and bleu_by_length.png (Bahdanau et al. 2014, Fig. 2). Finished models are skipped,
 interrupted ones resumed, so rerunning a study continues it.
@@ -65,9 +67,15 @@ def load_study(path: str | Path) -> dict:
     ev = raw.get("evaluate") or {}
     if not isinstance(ev, dict) or set(ev) - {"split", "beam"}:
         raise NmtError(f"'evaluate' in {path} must be a mapping with keys split and beam")
-    beam = ev.get("beam", 1)
-    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
-        raise NmtError(f"'evaluate.beam' in {path} must be an integer >= 1, got {beam!r}")
+    beams = ev.get("beam", 1)
+    beams = beams if isinstance(beams, list) and beams else [beams]
+    if len(set(map(repr, beams))) < len(beams) or any(
+        isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in beams
+    ):
+        raise NmtError(
+            f"'evaluate.beam' in {path} must be an integer >= 1 or a list of different ones "
+            f"(e.g. [1, 5]: greedy and beam 5), got {ev.get('beam')!r}"
+        )
     if not isinstance(ev.get("split", "test"), str):
         raise NmtError(f"'evaluate.split' in {path} must be a split role such as test or valid")
     return raw
@@ -100,22 +108,24 @@ def _worker_init(stop) -> None:
     _stop = stop
 
 
-def _train_and_evaluate(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> dict:
-    """One model of a study: train (or resume, or skip when done) and evaluate; its results.
-    A mistake is one line naming the model, whichever process it happened in."""
+def _train_and_evaluate(
+    name: str, cfg_dict: dict, where: str, split: str, beams: list[int]
+) -> dict[int, dict]:
+    """One model of a study: train (or resume, or skip when done) and evaluate with each beam;
+    its results by beam. A mistake is one line naming the model, whichever process it
+    happened in."""
     try:
-        return _run_model(name, cfg_dict, where, split, beam)
+        return _run_model(name, cfg_dict, where, split, beams)
     except NmtError as e:
         raise NmtError(f"study model '{name}': {e}") from None
 
 
-def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> dict:
+def _run_model(name: str, cfg_dict: dict, where: str, split: str, beams: list[int]) -> dict:
     if _stop is not None and _stop.is_set():
         raise NmtError("not started: another model failed")
     cfg = from_dict(cfg_dict, where)
     setup_logging(tag=name)
     run = RunDir(cfg.train.run_dir)
-    report = run.report(split, beam)
     # finished with exactly this config (a changed config means the old run is stale)
     if run.trained_reason() is not None and run.same_config(cfg):
         log.info(f"study: {name} already trained in {run.path}, skipping training")
@@ -134,21 +144,28 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beam: int) -> 
                 f"its results may differ from the README's"
             )
         run.mark_trained(result.stop_reason)
-        (report / "scores.json").unlink(missing_ok=True)  # scores of an older model
+        for beam in beams:  # scores of an older model
+            (run.report(split, beam) / "scores.json").unlink(missing_ok=True)
+    ck = load_checkpoint(run.checkpoint(prefer="latest"))  # the time of the whole run
+    facts = {
+        "params": ck["params"],
+        "steps": ck["step"],
+        "stop_reason": run.trained_reason(),
+        "train_seconds": ck["progress"]["train_seconds"],
+    }
+    return {beam: {**_evaluated(name, run, split, beam), **facts} for beam in beams}
+
+
+def _evaluated(name: str, run: RunDir, split: str, beam: int) -> dict:
+    """The model's scores with this beam, evaluated now unless a report holds them."""
+    report = run.report(split, beam)
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
         opts = evaluate_job.EvalOptions(
             split=split, beam=beam, report_dir=str(report), progress=False
         )
         evaluate_job.evaluate(str(run.path), opts)
-    ck = load_checkpoint(run.checkpoint(prefer="latest"))  # the time of the whole run
-    return {
-        **load_scores(report),
-        "params": ck["params"],
-        "steps": ck["step"],
-        "stop_reason": run.trained_reason(),
-        "train_seconds": ck["progress"]["train_seconds"],
-    }
+    return load_scores(report)
 
 
 def budget(cfg) -> str:
@@ -172,7 +189,8 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
     # every config is checked before any training
     configs = model_configs(study, path, out_dir, overrides)
     ev = study.get("evaluate") or {}
-    split, beam = ev.get("split", "test"), ev.get("beam", 1)
+    split, beams = ev.get("split", "test"), ev.get("beam", 1)
+    beams = beams if isinstance(beams, list) else [beams]
     for name, cfg in configs.items():
         log.info(
             f"study: {name}: {budget(cfg)}; the expected time is logged after its first "
@@ -183,7 +201,7 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
     for name, cfg in configs.items():
         atomic_write(out_dir / "configs" / f"{name}.yaml", dump_yaml(cfg))
     jobs = {
-        name: (name, to_dict(cfg), f"{path} (model '{name}')", split, beam)
+        name: (name, to_dict(cfg), f"{path} (model '{name}')", split, beams)
         for name, cfg in configs.items()
     }
     workers = int(study.get("parallel", 1))
@@ -191,7 +209,10 @@ def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -
         results = _run_side_by_side(jobs, configs, workers)
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
-    _write_report(study, path, out_dir, configs, results, split, beam)
+    for i, beam in enumerate(beams):  # the first beam's report has the plain names
+        by_model = {name: r[beam] for name, r in results.items()}
+        suffix = "" if i == 0 else f"_beam{beam}"
+        _write_report(study, path, out_dir, configs, by_model, split, beam, suffix)
     return out_dir
 
 
@@ -237,14 +258,16 @@ def _write_report(
     results: dict,
     split: str,
     beam: int,
+    suffix: str = "",
 ) -> None:
-    """study.json, study.md and bleu_by_length.png, with paired tests against seq2seq."""
+    """study.json, study.md and bleu_by_length.png (each name + `suffix`), with paired tests
+    against seq2seq."""
     # The fixed-vector model (seq2seq) first: it is the baseline of the paired tests.
     order = sorted(results, key=lambda n: configs[n].model.arch != "seq2seq")
     comp = load_comparison([str(RunDir(out_dir / n).report(split, beam)) for n in order], order)
     paired(comp)
     results = {n: results[n] for n in order}
-    atomic_write(out_dir / "study.json", json.dumps(results, indent=2) + "\n")
+    atomic_write(out_dir / f"study{suffix}.json", json.dumps(results, indent=2) + "\n")
     summary = [
         f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
         f"({split}, beam {beam})",
@@ -275,10 +298,10 @@ def _write_report(
             f"({'; '.join(results[n]['stop_reason'] for n in cut)}).",
         ]
     text = "\n".join(summary) + "\n"
-    atomic_write(out_dir / "study.md", text)
+    atomic_write(out_dir / f"study{suffix}.md", text)
     plot_bleu_by_length(
         results,
-        out_dir / "bleu_by_length.png",
+        out_dir / f"bleu_by_length{suffix}.png",
         tests=comp.tests or None,
-        title=f"BLEU by source length ({split})",
+        title=f"BLEU by source length ({split}, beam {beam})",
     )

@@ -724,6 +724,26 @@ def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp
     )
 
 
+def test_a_study_with_several_beams_reports_each_and_trains_once(study, tmp_path, capsys):
+    _, out = study
+    greedy_md = (out / "study.md").read_text()
+    path = write_study(tmp_path / "study.yaml", evaluate={"split": "test", "beam": [1, 2]})
+    capsys.readouterr()
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("skipping training") == 2 and "(beam 1)" not in err and "(beam 2)" in err
+    assert (out / "study.md").read_text() == greedy_md  # the first beam's, as before
+    greedy = json.loads((out / "study.json").read_text())
+    beam2 = json.loads((out / "study_beam2.json").read_text())
+    for name in ("seq2seq", "rnnsearch"):
+        assert beam2[name] == {
+            **scores_of(out / name / "eval_test_beam2"),
+            **{k: greedy[name][k] for k in ("params", "steps", "stop_reason", "train_seconds")},
+        }
+    assert "(test, beam 2)" in (out / "study_beam2.md").read_text()
+    assert is_png(out / "bleu_by_length_beam2.png")
+
+
 def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, capsys):
     import dataclasses
 
@@ -753,6 +773,7 @@ def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, 
     [
         ({"evaluate": {"split": "dev", "beam": 1}}, "'evaluate.split' .* is 'dev'"),
         ({"evaluate": {"split": "test", "beam": "5"}}, "'evaluate.beam' .* must be an integer"),
+        ({"evaluate": {"split": "test", "beam": [1, 1]}}, "'evaluate.beam' .* different"),
         ({"base": ["data", "model"]}, "'base' .* must be a mapping"),
     ],
 )
