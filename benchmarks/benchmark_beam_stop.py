@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.machine import cpu_model, write_json  # noqa: E402
 from nmt.checkpoint import load_model  # noqa: E402
 from nmt.data.corpus import load_split  # noqa: E402
-from nmt.models.onednn import use_onednn_linears  # noqa: E402
+from nmt.models.onednn import for_cpu_decoding  # noqa: E402
 from nmt.translate import translate_texts  # noqa: E402
 
 RULES = {
@@ -35,7 +35,7 @@ RULES = {
 
 def bench(run: str, beam: int) -> dict:
     cfg, model, tok, meta = load_model(run)
-    use_onednn_linears(model)
+    model = for_cpu_decoding(model, "cpu", "fp32")  # as `nmt translate` decodes
     src, ref = load_split(cfg.data, cfg.eval.split)
     translate_texts(model, tok, src[:16], cfg.decode, beam=beam)  # warm-up
     out = {"run": run, "step": meta["step"], "sentences": len(src), "rules": {}}

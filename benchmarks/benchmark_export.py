@@ -1,8 +1,9 @@
 """nmt vs CTranslate2 on CPU: sentences/s, BLEU and identical lines, fp32 and int8, greedy and beam.
 
-For each run given, the same weights are decoded by five engines on the same sentences, with the
-same output limit per sentence: nmt fp32 (as `nmt translate` runs it: oneDNN linears), nmt fp32
-with torch's stock (oneMKL) linears, CTranslate2 fp32, nmt --int8, CTranslate2 int8. Every timed
+For each run given, the same weights are decoded by six engines on the same sentences, with the
+same output limit per sentence: nmt fp32 (as `nmt translate` runs it on this CPU: oneDNN linears,
+or oneMKL's on Intel), nmt fp32 with oneDNN linears and with torch's stock (oneMKL) linears,
+CTranslate2 fp32, nmt --int8, CTranslate2 int8. Every timed
 pass runs in a fresh process of its own (`worker`: two OpenMP pools in one process slowed each
 other), the engines take turns within each repetition, so a load change on this shared machine
 hits them alike, and the best repetition counts; the JSON keeps every repetition's time and the
@@ -51,7 +52,7 @@ from nmt.export.ctranslate2 import (  # noqa: E402
     output_limit,
     translate_ct2,
 )
-from nmt.models.onednn import use_onednn_linears  # noqa: E402
+from nmt.models.onednn import for_cpu_decoding, use_onednn_linears  # noqa: E402
 from nmt.models.quantize import quantize_int8  # noqa: E402
 from nmt.translate import encode_inputs, translate_texts  # noqa: E402
 
@@ -68,13 +69,13 @@ def machine() -> dict:
     }
 
 
-ENGINES = ["nmt fp32", "nmt fp32 mkl", "ct2 fp32", "nmt int8", "ct2 int8"]
+ENGINES = ["nmt fp32", "nmt fp32 onednn", "nmt fp32 mkl", "ct2 fp32", "nmt int8", "ct2 int8"]
 
 
 def engine(name: str, run: str, ct2_dir: Path, threads: int):
     """translate(texts, beam, decode_cfg) -> texts for one engine, from the run's best weights:
-    nmt fp32 is what `nmt translate` runs on a CPU (oneDNN linears), nmt fp32 mkl the stock
-    nn.Linear (oneMKL), nmt bf16 the weights cast to bfloat16."""
+    nmt fp32 is what `nmt translate` runs on this CPU (`for_cpu_decoding`), nmt fp32 onednn and
+    nmt fp32 mkl the two linear kernels it chooses between, nmt bf16 the weights cast to bfloat16."""
     if name.startswith("ct2"):
         kind = name.split()[1]
         tok = load_model(run)[2]
@@ -88,7 +89,8 @@ def engine(name: str, run: str, ct2_dir: Path, threads: int):
         return lambda s, k, dec: translate_ct2(tr, tok, s, dec, beam=k)
     _, model, tok, _ = load_model(run)
     model = {
-        "nmt fp32": use_onednn_linears,
+        "nmt fp32": lambda m: for_cpu_decoding(m, "cpu", "fp32"),
+        "nmt fp32 onednn": use_onednn_linears,
         "nmt fp32 mkl": lambda m: m,
         "nmt int8": quantize_int8,
         "nmt bf16": lambda m: m.to(torch.bfloat16),
@@ -143,6 +145,7 @@ def profile_nmt(model, tok, cfg, src: list[str], beam: int) -> list[dict]:
 
 PEER = {  # what each engine's lines are compared with
     "nmt fp32": "nmt fp32",
+    "nmt fp32 onednn": "nmt fp32",
     "nmt fp32 mkl": "nmt fp32",
     "ct2 fp32": "nmt fp32",
     "nmt int8": "nmt fp32",
@@ -152,7 +155,7 @@ PEER = {  # what each engine's lines are compared with
 RATIOS = [  # (numerator, denominator) of the reported speed ratios
     ("nmt fp32", "ct2 fp32"),
     ("nmt fp32 mkl", "ct2 fp32"),
-    ("nmt fp32", "nmt fp32 mkl"),
+    ("nmt fp32 onednn", "nmt fp32 mkl"),
     ("nmt int8", "nmt fp32"),
     ("ct2 int8", "ct2 fp32"),
     ("nmt int8", "ct2 int8"),
@@ -233,7 +236,7 @@ def bench_run(run: str, a: argparse.Namespace, save) -> dict:
                     )
             row = summarize(times, hyps, ref, tok, largest if a.limit == "fixed" else None)
             if a.profile:
-                fast = use_onednn_linears(copy.deepcopy(model))
+                fast = for_cpu_decoding(copy.deepcopy(model), "cpu", "fp32")
                 row["nmt_fp32_profile"] = profile_nmt(fast, tok, cfg, src[:100], beam)
                 row["nmt_int8_profile"] = profile_nmt(
                     quantize_int8(model), tok, cfg, src[:100], beam

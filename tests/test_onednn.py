@@ -13,8 +13,14 @@ from torch import nn
 from conftest import make_config
 from nmt.config import DecodeConfig
 from nmt.decode import translate_ids
-from nmt.models import build_model
-from nmt.models.onednn import OneDnnLinear, for_cpu_decoding, onednn_available, use_onednn_linears
+from nmt.models import build_model, onednn
+from nmt.models.onednn import (
+    OneDnnLinear,
+    cpu_vendor,
+    for_cpu_decoding,
+    onednn_available,
+    use_onednn_linears,
+)
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
 
@@ -109,9 +115,23 @@ def test_autocast_and_fp16_keep_the_stock_kernel():
         assert fast.to(torch.bfloat16)(x.bfloat16()).dtype == torch.bfloat16
 
 
-def test_only_fp32_cpu_decoding_switches_kernels():
+def test_only_fp32_cpu_decoding_switches_kernels(monkeypatch):
+    monkeypatch.setattr(onednn, "cpu_vendor", lambda: "AuthenticAMD")
     assert isinstance(
         for_cpu_decoding(nn.Sequential(nn.Linear(4, 4)), "cpu", "fp32")[0], OneDnnLinear
     )
     kept = for_cpu_decoding(nn.Sequential(nn.Linear(4, 4)), "cpu", "bf16")[0]
     assert type(kept) is nn.Linear
+
+
+def test_an_intel_cpu_keeps_the_stock_onemkl_linears(monkeypatch):
+    monkeypatch.setattr(onednn, "cpu_vendor", lambda: "GenuineIntel")
+    kept = for_cpu_decoding(nn.Sequential(nn.Linear(4, 4)), "cpu", "fp32")[0]
+    assert type(kept) is nn.Linear
+
+
+def test_the_cpu_vendor_is_read_from_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\n")
+    assert cpu_vendor.__wrapped__(str(info)) == "AuthenticAMD"
+    assert cpu_vendor.__wrapped__(str(tmp_path / "missing")) == ""
