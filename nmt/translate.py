@@ -1,8 +1,9 @@
-"""Text in, text out: subword-encode, decode, detokenise, and score against references.
+"""Text in, text out: subword-encode, decode, detokenise; and the model's score of given pairs.
 
 The one place where training validation, `nmt evaluate` and `nmt translate` turn sentences into
 translations, so BLEU reported during training equals what `nmt evaluate` reports for the same
-checkpoint, split and decoding settings.
+checkpoint, split and decoding settings. Scoring against references is `nmt.evaluate`'s: this
+module needs no metric library, so `nmt translate` does not import one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import torch
 from nmt.config import DecodeConfig
 from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.decode import translate_ids
-from nmt.evaluate import DEFAULT_BUCKETS, score_report
 from nmt.models.base import NMTModel
 from nmt.search.hypotheses import Hypothesis, length_penalty
 from nmt.search.scoring import score_ids
@@ -86,35 +86,6 @@ def translate_texts(
             texts_i[0], texts_i, [h.norm_score for h in hs], hs[0], tok.src_pieces(ids[i])
         )
     return out
-
-
-def score_texts(
-    model: NMTModel,
-    tok: Tokenizer,
-    srcs: list[str],
-    refs: list[str],
-    cfg: DecodeConfig,
-    beam: Optional[int] = None,
-    bounds: list[int] = DEFAULT_BUCKETS,
-    device: str | torch.device = "cpu",
-    progress: bool = False,
-    return_attn: bool = False,
-) -> tuple[list[Translation], dict]:
-    """Translate `srcs` and score against `refs`: scores.json content (BLEU, chrF, buckets)."""
-    out = translate_texts(
-        model,
-        tok,
-        srcs,
-        cfg,
-        beam=beam,
-        nbest=1,
-        return_attn=return_attn,
-        device=device,
-        progress=progress,
-    )
-    scores = score_report(srcs, [t.text for t in out], refs, bounds)
-    scores["beam"] = cfg.beam if beam is None else beam
-    return out, scores
 
 
 def score_pairs(

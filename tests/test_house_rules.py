@@ -49,9 +49,13 @@ STAGES = [
         + ["nmt.logs"],
     ),
     ("train", ["nmt.train", "nmt.finetune"]),
-    ("decode", ["nmt.decode", "nmt.search", "nmt.inference", "nmt.pieces", "nmt.unknown_words"]),
-    # translate turns sentences into scored translations for validation and evaluation alike
-    ("evaluate", ["nmt.evaluate", "nmt.bootstrap", "nmt.comet", "nmt.alignment", "nmt.translate"]),
+    # translate turns sentences into translations for validation, evaluation and serving alike
+    (
+        "decode",
+        ["nmt.decode", "nmt.search", "nmt.inference", "nmt.pieces", "nmt.unknown_words"]
+        + ["nmt.translate"],
+    ),
+    ("evaluate", ["nmt.evaluate", "nmt.bootstrap", "nmt.comet", "nmt.alignment"]),
     ("report", ["nmt.report", "nmt.compare", "nmt.curves"]),
     # the study and the package's lazy `nmt.Translator` run whole jobs: they sit on top
     (

@@ -21,13 +21,14 @@ from nmt.data.corpus import load_split
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
 from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
+from nmt.evaluate import score_report
 from nmt.finetune import init_optimizer, init_weights, load_parent
 from nmt.logs import setup_logging
 from nmt.models import NMTModel, build_model
 from nmt.precision import autocast_for, decode_precision, resolve_precision
 from nmt.run_dir import RunDir
 from nmt.train import Trainer, cpu_has_bf16, resolve_device, seed_everything
-from nmt.translate import score_texts
+from nmt.translate import translate_texts
 
 log = logging.getLogger("nmt")
 COMPARED_SECTIONS = ("data", "vocab", "model")
@@ -113,9 +114,8 @@ def _greedy_scorer(
     def score(model: NMTModel) -> dict:
         # the precision `nmt evaluate` decodes in, so validation BLEU is evaluate's
         with autocast_for(decode_precision(cfg.train.precision, device), device):
-            _, sc = score_texts(
-                model, tok, src, ref, cfg.decode, beam=1, bounds=cfg.eval.buckets, device=device
-            )
+            out = translate_texts(model, tok, src, cfg.decode, beam=1, nbest=1, device=device)
+        sc = score_report(src, [t.text for t in out], ref, cfg.eval.buckets)
         return {"bleu": sc["bleu"], "chrf": sc["chrf"]}
 
     return score
