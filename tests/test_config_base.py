@@ -177,7 +177,8 @@ def test_the_en_de_recipes_are_the_de_en_ones_reversed():
             de_en = load_config(REPO / "configs" / "multi30k" / "de-en" / f"{arch}{twin}.yaml")
             en_de = load_config(REPO / "configs" / "multi30k" / "en-de" / f"{arch}{twin}.yaml")
             assert (en_de.data.src_lang, en_de.data.tgt_lang) == ("en", "de")
-            assert en_de.model == de_en.model and en_de.train.max_steps == de_en.train.max_steps
+            assert en_de.model == de_en.model
+            assert en_de.train.max_steps >= de_en.train.max_steps  # into German may train longer
             assert en_de.data.source == de_en.data.source
 
 
