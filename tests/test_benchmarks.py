@@ -19,7 +19,7 @@ SCRIPTS = sorted(
 
 
 def test_every_measurement_script_lives_in_benchmarks():
-    assert len(SCRIPTS) == 10
+    assert len(SCRIPTS) == 12
     left = {p.name for p in (ROOT / "scripts").glob("*.py")}
     assert left == {"gpu_check.py", "screenshot_serve.py"}
 
@@ -58,3 +58,64 @@ def test_a_script_runs_as_documented():
         text=True,
     )
     assert out.returncode == 0 and "--translate" in out.stdout, out.stderr
+
+
+def test_nmt_translate_and_the_ct2_client_are_timed_as_processes_on_the_same_lines(
+    tiny_transformer_run, tmp_path, monkeypatch
+):
+    """The whole-process comparison on a tiny run: every engine timed, outputs compared. (A
+    40-step model has near-ties that two engines' summation orders break apart, so the share of
+    identical lines is checked loosely here; on the Multi30k recipe it was 300 of 300.)"""
+    pytest.importorskip("ctranslate2")
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.benchmark_process import main
+
+    src = tiny_transformer_run.parent / "corpus" / "test.src"
+    out = tmp_path / "process.json"
+    res = main(
+        [
+            str(tiny_transformer_run),
+            "--src",
+            str(src),
+            "--n",
+            "20",
+            "--beams",
+            "1,3",
+            "--reps",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
+    assert json.loads(out.read_text()) == res and res["machine"]["cpu"]
+    for beam in ("1", "3"):
+        row = res["beams"][beam]
+        assert all(
+            row[e]["sent_s"] > 0 and len(row[e]["seconds"]) == 1 for e in ("nmt fp32", "ct2 fp32")
+        )
+        assert row["ct2 fp32"]["identical"] >= 0.8
+        assert set(row["ratios"]) == {"nmt_fp32/ct2_fp32", "nmt_int8/ct2_int8"}
+
+
+def test_the_ct2_client_decodes_as_nmts_own_ctranslate2_path(
+    tiny_transformer_run, tmp_path, monkeypatch
+):
+    """The standalone client (no nmt import) and `translate_ct2` give the same lines from the
+    same export: same subwords, limits, suppressed tokens and detokenisation."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import ct2_client
+    from nmt.checkpoint import load_model
+    from nmt.export.ctranslate2 import export_ctranslate2, translate_ct2
+
+    export_ctranslate2(str(tiny_transformer_run), tmp_path / "ct2")
+    cfg, _, tok, _ = load_model(str(tiny_transformer_run))
+    lines = (tiny_transformer_run.parent / "corpus" / "test.src").read_text().splitlines()
+    lines[3] = ""  # a blank line stays blank
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    info = json.loads((tmp_path / "ct2" / "nmt_export.json").read_text())
+    src_sp, tgt_sp = ct2_client.load_tokenizers(tmp_path / "ct2")
+    for beam in (1, 3):
+        ours = ct2_client.translate(translator, src_sp, tgt_sp, lines, info, beam)
+        assert ours == translate_ct2(translator, tok, lines, cfg.decode, beam=beam)
+        assert ours[3] == ""
