@@ -87,6 +87,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     a = ap.parse_args(argv)
     d = Path(a.model)
+    if not (d / "nmt_export.json").is_file():
+        sys.exit(
+            f"error: {d} has no nmt_export.json: not an `nmt export --format ctranslate2` directory"
+        )
     info = json.loads((d / "nmt_export.json").read_text("utf-8"))
     src_sp, tgt_sp = load_tokenizers(d)
     translator = ctranslate2.Translator(
