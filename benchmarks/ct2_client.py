@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """A standalone CTranslate2 client for an `nmt export --format ctranslate2` directory: the peer
-that `nmt translate` is timed against as a whole process (`benchmark_export.py --process`).
+that `nmt translate` is timed against as a whole process (`benchmark_process.py`).
 
     python benchmarks/ct2_client.py CT2_DIR -i SRC -o OUT [--beam 5] [--threads 2]
 

@@ -21,16 +21,28 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @lru_cache(maxsize=1)
+def cpuinfo_field(key: str, cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The first CPU's `key` field of /proc/cpuinfo ("" where there is none, e.g. macOS)."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == key:
+            return value.strip()
+    return ""
+
+
 def cpu_flags() -> frozenset[str]:
     """The CPU feature flags of /proc/cpuinfo (empty where there is none, e.g. macOS)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+    return frozenset(cpuinfo_field("flags").split())
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor id ("GenuineIntel", "AuthenticAMD", ...); "" where /proc/cpuinfo does
+    not say (no such file, an ARM CPU)."""
+    return cpuinfo_field("vendor_id")
 
 
 def cpu_has_bf16() -> bool:

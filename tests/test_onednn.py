@@ -16,11 +16,11 @@ from nmt.decode import translate_ids
 from nmt.models import build_model, onednn
 from nmt.models.onednn import (
     OneDnnLinear,
-    cpu_vendor,
     for_cpu_decoding,
     onednn_available,
     use_onednn_linears,
 )
+from nmt.precision import cpuinfo_field
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
 
@@ -130,8 +130,9 @@ def test_an_intel_cpu_keeps_the_stock_onemkl_linears(monkeypatch):
     assert type(kept) is nn.Linear
 
 
-def test_the_cpu_vendor_is_read_from_cpuinfo(tmp_path):
+def test_the_cpu_vendor_and_flags_are_read_from_cpuinfo(tmp_path):
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\n")
-    assert cpu_vendor.__wrapped__(str(info)) == "AuthenticAMD"
-    assert cpu_vendor.__wrapped__(str(tmp_path / "missing")) == ""
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu avx2\n")
+    assert cpuinfo_field("vendor_id", str(info)) == "AuthenticAMD"
+    assert cpuinfo_field("flags", str(info)).split() == ["fpu", "avx2"]
+    assert cpuinfo_field("vendor_id", str(tmp_path / "missing")) == ""
