@@ -19,7 +19,7 @@ SCRIPTS = sorted(
 
 
 def test_every_measurement_script_lives_in_benchmarks():
-    assert len(SCRIPTS) == 12
+    assert len(SCRIPTS) == 14
     left = {p.name for p in (ROOT / "scripts").glob("*.py")}
     assert left == {"gpu_check.py", "screenshot_serve.py"}
 
@@ -119,3 +119,81 @@ def test_the_ct2_client_decodes_as_nmts_own_ctranslate2_path(
         ours = ct2_client.translate(translator, src_sp, tgt_sp, lines, info, beam)
         assert ours == translate_ct2(translator, tok, lines, cfg.decode, beam=beam)
         assert ours[3] == ""
+
+
+def _recipe(arch: str):
+    from nmt.config.load import load_config
+
+    return load_config(ROOT / f"configs/multi30k/de-en/{arch}_local.yaml")
+
+
+def test_the_joeynmt_peer_trains_the_recipes_sizes_on_the_recipes_files(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.joeynmt_peer import joey_config
+
+    cfg = _recipe("transformer")
+    joey = joey_config(cfg, tmp_path / "spm.model", tmp_path / "vocab.txt", tmp_path, 60, 10)
+    enc = joey["model"]["encoder"]
+    assert (enc["num_layers"], enc["num_heads"], enc["hidden_size"], enc["ff_size"]) == (
+        cfg.model.layers,
+        cfg.model.heads,
+        cfg.model.d_model,
+        cfg.model.ff,
+    )
+    assert enc["layer_norm"] == cfg.model.norm and joey["model"]["tied_softmax"]
+    train = joey["training"]
+    assert (train["batch_type"], train["batch_size"]) == ("token", cfg.data.batch_tokens)
+    assert train["updates"] == 60 and train["validation_freq"] > 60 and not train["use_cuda"]
+    assert train["scheduling"] == "warmupinversesquareroot"
+    assert joey["data"]["train"] == str(Path(cfg.data.path) / "train")
+    assert joey["data"]["src"]["lang"] == "de" and joey["data"]["trg"]["lang"] == "en"
+    assert joey["data"]["src"]["tokenizer_cfg"]["model_file"] == str(tmp_path / "spm.model")
+
+    rnn = _recipe("rnnsearch")
+    joey = joey_config(rnn, tmp_path / "spm.model", tmp_path / "vocab.txt", tmp_path, 60, 10)
+    enc, dec = joey["model"]["encoder"], joey["model"]["decoder"]
+    assert enc["bidirectional"] and enc["hidden_size"] == rnn.model.enc_hidden_size
+    assert dec["hidden_size"] == rnn.model.hidden_size and dec["attention"] == "bahdanau"
+    assert enc["rnn_type"] == dec["rnn_type"] == rnn.model.rnn_type
+
+
+def test_seq2seq_has_no_joeynmt_peer(monkeypatch):
+    """JoeyNMT's RNN decoder always attends: a peer would time a different model."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.joeynmt_peer import has_peer, model_section
+
+    assert has_peer(_recipe("transformer").model) and has_peer(_recipe("rnnsearch").model)
+    assert not has_peer(_recipe("seq2seq").model)
+    with pytest.raises(SystemExit, match="no peer of arch 'seq2seq'"):
+        model_section(_recipe("seq2seq").model)
+
+
+def test_joeynmt_speed_is_the_median_of_its_logs_after_the_warm_up(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.joeynmt_peer import parse_log
+
+    line = "2026-12-04 - INFO - joeynmt.training - Epoch   1, Step:  {s}, Batch Loss: 9.1, Batch Acc: 0.01, Tokens per Sec: {t}, Lr: 0.0001"
+    log = "INFO - joeynmt.model - Total params: 7654321\n" + "\n".join(
+        line.format(s=10 * i, t=t) for i, t in enumerate([90, 700, 800, 760], 1)
+    )
+    got = parse_log(log, skip=1)
+    assert got == {"tgt_tok_s": 760, "tgt_tok_s_logs": [90, 700, 800, 760], "params": 7654321}
+    with pytest.raises(SystemExit, match="logged 4 speeds, need more than 4"):
+        parse_log(log, skip=4)
+
+
+def test_the_speed_benchmark_writes_one_json_and_a_table(tmp_path, monkeypatch):
+    """One training config, one short repetition: the parts it was not asked for are absent."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.speed import main
+
+    out = tmp_path / "speed.json"
+    res = main(
+        ["--configs", "configs/toy/transformer.yaml", "--steps", "1", "--reps", "1"]
+        + ["--out", str(out)]
+    )
+    assert json.loads(out.read_text()) == res and res["machine"]["cpu"]
+    assert {r["precision"] for r in res["training"]} == {"fp32", "bf16"}
+    assert "joeynmt" not in res and "process" not in res
+    assert "| transformer training, target tok/s fp32 |" in res["table"]
+    assert "| transformer training, bf16 / fp32 |" in res["table"]

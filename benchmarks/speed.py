@@ -1,0 +1,161 @@
+#!/usr/bin/env python
+"""The one speed benchmark: training, the JoeyNMT peer and translation against CTranslate2, in
+one run, one JSON and one table.
+
+    python benchmarks/speed.py --run RUN --src ../shared/data/multi30k/train.de --n 5000 \
+        --reps 3 --joeynmt /path/to/joeynmt-venv/bin/python --out speed.json
+
+Parts (each in its own processes, one after another, so none slows another):
+1. training: `benchmark.py` on the three Multi30k recipes, fp32 and bf16: target tokens/s and
+   model FLOP utilisation against the same run's matmul peaks (median of --reps);
+2. the JoeyNMT peer (`joeynmt_peer.py`, with --joeynmt): its training tokens/s on the same data,
+   sizes and batches, Transformer and RNNsearch;
+3. translation (`benchmark_process.py`, with --run): `nmt translate` against a CTranslate2 client
+   on the same exported weights, whole processes, greedy and beam 5, fp32 and int8 (median of
+   --reps);
+4. the quick study (with --quick-study): `nmt study configs/study/quick.yaml` timed once, as a
+   process.
+Close everything else first: on two cores a second busy process halves every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import benchmark_process, joeynmt_peer  # noqa: E402
+from benchmarks.machine import machine, uptime, write_json  # noqa: E402
+from nmt.config.load import load_config  # noqa: E402
+
+RECIPES = [
+    f"configs/multi30k/de-en/{a}_local.yaml" for a in ("transformer", "rnnsearch", "seq2seq")
+]
+QUICK_STUDY = "configs/study/quick.yaml"
+
+
+def training(configs: list[str], reps: int, steps: int, out: Path) -> list[dict]:
+    import json
+
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "benchmark.py"), "--configs", *configs]
+    cmd += ["--precisions", "fp32", "bf16", "--steps", str(steps), "--warmup", "3"]
+    cmd += ["--repeats", str(reps), "--out", str(out)]
+    if subprocess.run(cmd, cwd=ROOT).returncode:
+        raise SystemExit("error: the training benchmark failed (its output is above)")
+    return json.loads(out.read_text("utf-8"))["training"]
+
+
+def quick_study(out: Path) -> dict:
+    cmd = [sys.executable, "-m", "nmt", "study", QUICK_STUDY, "--out", str(out)]
+    t = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"error: the quick study failed:\n{done.stderr[-2000:]}")
+    return {"command": f"nmt study {QUICK_STUDY}", "seconds": round(time.perf_counter() - t, 1)}
+
+
+def _training_rows(result: dict) -> list[str]:
+    rows, by = [], {}
+    for r in result.get("training", []):
+        by.setdefault(r["arch"], {})[r["precision_used"]] = r
+    for arch, p in by.items():
+        fp32, bf16 = p.get("fp32"), p.get("bf16")
+        if fp32:
+            rows.append(f"| {arch} training, target tok/s fp32 | {fp32['tgt_tok_s']:,.0f} |")
+        if fp32 and bf16:
+            rows.append(f"| {arch} training, target tok/s bf16 | {bf16['tgt_tok_s']:,.0f} |")
+            ratio = bf16["tgt_tok_s"] / fp32["tgt_tok_s"]
+            rows.append(f"| {arch} training, bf16 / fp32 | {ratio:.2f}x |")
+            rows.append(f"| {arch} training, bf16 MFU | {100 * bf16['mfu']:.1f}% |")
+    return rows
+
+
+def _peer_rows(result: dict) -> list[str]:
+    rows, ours = [], {}
+    for r in result.get("training", []):
+        ours.setdefault(r["arch"], {})[r["precision_used"]] = r["tgt_tok_s"]
+    for j in result.get("joeynmt", []):
+        fp32 = ours.get(j["arch"], {}).get("fp32")
+        vs = f" (nmt fp32 {fp32 / j['tgt_tok_s']:.2f}x)" if fp32 else ""
+        rows.append(
+            f"| {j['arch']} training, JoeyNMT {j['joeynmt']} fp32 tok/s | "
+            f"{j['tgt_tok_s']:,.0f}{vs} |"
+        )
+    return rows
+
+
+def _process_rows(result: dict) -> list[str]:
+    proc = result.get("process")
+    if not proc:
+        return []
+    rows = []
+    for beam, row in proc["beams"].items():
+        name = "greedy" if beam == "1" else f"beam {beam}"
+        for key, ratio in row["ratios"].items():
+            rows.append(f"| translate {proc['sentences']:,} lines, {name}, {key} | {ratio:.2f}x |")
+    return rows
+
+
+def table(result: dict) -> str:
+    rows = ["| measure | value |", "|---|---:|"]
+    rows += _training_rows(result) + _peer_rows(result) + _process_rows(result)
+    if "quick_study" in result:
+        rows.append(
+            f"| `{result['quick_study']['command']}` | {result['quick_study']['seconds']:.0f} s |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--configs", nargs="+", default=RECIPES, help="training configs")
+    ap.add_argument("--steps", type=int, default=10, help="timed training steps per repetition")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions (medians are reported)")
+    ap.add_argument("--joeynmt", metavar="PYTHON", help="a Python with joeynmt installed")
+    ap.add_argument("--joeynmt-updates", type=int, default=60)
+    ap.add_argument("--run", help="a trained Transformer run, for translation against CT2")
+    ap.add_argument("--src", help="source lines to translate (with --run)")
+    ap.add_argument("--n", type=int, default=5000, help="first N lines of --src")
+    ap.add_argument("--quick-study", action="store_true", help="also time the quick study")
+    ap.add_argument("--out", required=True, help="JSON file")
+    a = ap.parse_args(argv)
+    if a.run and not a.src:
+        ap.error("--run needs --src")
+    result = {
+        "command": "python " + " ".join([Path(sys.argv[0]).name] + (argv or sys.argv[1:])),
+        "machine": machine(),
+        "uptime_before": uptime(),
+    }
+    with tempfile.TemporaryDirectory(prefix="nmt-speed-") as tmp:
+        tmp = Path(tmp)
+        result["training"] = training(a.configs, a.reps, a.steps, tmp / "training.json")
+        write_json(a.out, result)  # each part survives a failure of the next
+        if a.joeynmt:
+            peers = [c for c in a.configs if joeynmt_peer.has_peer(load_config(c).model)]
+            result["joeynmt"] = joeynmt_peer.main(
+                [*peers, "--python", a.joeynmt, "--updates", str(a.joeynmt_updates)]
+            )
+            write_json(a.out, result)
+        if a.run:
+            result["process"] = benchmark_process.main(
+                [a.run, "--src", a.src, "--n", str(a.n), "--reps", str(a.reps)]
+                + ["--out", str(tmp / "process.json")]
+            )
+            write_json(a.out, result)
+        if a.quick_study:
+            result["quick_study"] = quick_study(tmp / "quick")
+    result["uptime_after"] = uptime()
+    result["table"] = table(result)
+    write_json(a.out, result)
+    print(result["table"])
+    return result
+
+
+if __name__ == "__main__":
+    main()
