@@ -21,6 +21,7 @@ Close everything else first: on two cores a second busy process halves every fig
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -41,8 +42,6 @@ QUICK_STUDY = "configs/study/quick.yaml"
 
 
 def training(configs: list[str], reps: int, steps: int, out: Path) -> list[dict]:
-    import json
-
     cmd = [sys.executable, str(ROOT / "benchmarks" / "benchmark.py"), "--configs", *configs]
     cmd += ["--precisions", "fp32", "bf16", "--steps", str(steps), "--warmup", "3"]
     cmd += ["--repeats", str(reps), "--out", str(out)]
@@ -60,31 +59,34 @@ def quick_study(out: Path) -> dict:
     return {"command": f"nmt study {QUICK_STUDY}", "seconds": round(time.perf_counter() - t, 1)}
 
 
-def _training_rows(result: dict) -> list[str]:
-    rows, by = [], {}
+def _by_config(result: dict) -> dict[str, dict[str, dict]]:
+    """Training rows by config file name, then by the precision asked for."""
+    by: dict[str, dict[str, dict]] = {}
     for r in result.get("training", []):
-        by.setdefault(r["arch"], {})[r["precision_used"]] = r
-    for arch, p in by.items():
-        fp32, bf16 = p.get("fp32"), p.get("bf16")
-        if fp32:
-            rows.append(f"| {arch} training, target tok/s fp32 | {fp32['tgt_tok_s']:,.0f} |")
-        if fp32 and bf16:
-            rows.append(f"| {arch} training, target tok/s bf16 | {bf16['tgt_tok_s']:,.0f} |")
-            ratio = bf16["tgt_tok_s"] / fp32["tgt_tok_s"]
-            rows.append(f"| {arch} training, bf16 / fp32 | {ratio:.2f}x |")
-            rows.append(f"| {arch} training, bf16 MFU | {100 * bf16['mfu']:.1f}% |")
+        by.setdefault(Path(r["config"]).stem, {})[r["precision"]] = r
+    return by
+
+
+def _training_rows(result: dict) -> list[str]:
+    rows = []
+    for name, p in _by_config(result).items():
+        for prec, r in p.items():
+            used = "" if r["precision_used"] == prec else f" (ran {r['precision_used']})"
+            rows.append(f"| {name} training {prec}{used}, target tok/s | {r['tgt_tok_s']:,.0f} |")
+            rows.append(f"| {name} training {prec}{used}, MFU | {100 * r['mfu']:.1f}% |")
+        if "fp32" in p and "bf16" in p:
+            ratio = p["bf16"]["tgt_tok_s"] / p["fp32"]["tgt_tok_s"]
+            rows.append(f"| {name} training, bf16 / fp32 | {ratio:.2f}x |")
     return rows
 
 
 def _peer_rows(result: dict) -> list[str]:
-    rows, ours = [], {}
-    for r in result.get("training", []):
-        ours.setdefault(r["arch"], {})[r["precision_used"]] = r["tgt_tok_s"]
+    rows, by = [], _by_config(result)
     for j in result.get("joeynmt", []):
-        fp32 = ours.get(j["arch"], {}).get("fp32")
-        vs = f" (nmt fp32 {fp32 / j['tgt_tok_s']:.2f}x)" if fp32 else ""
+        ours = by.get(Path(j["config"]).stem, {}).get("fp32")
+        vs = f" (nmt fp32: {ours['tgt_tok_s'] / j['tgt_tok_s']:.2f}x)" if ours else ""
         rows.append(
-            f"| {j['arch']} training, JoeyNMT {j['joeynmt']} fp32 tok/s | "
+            f"| {Path(j['config']).stem} training, JoeyNMT {j['joeynmt']} fp32, target tok/s | "
             f"{j['tgt_tok_s']:,.0f}{vs} |"
         )
     return rows

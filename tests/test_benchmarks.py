@@ -195,5 +195,6 @@ def test_the_speed_benchmark_writes_one_json_and_a_table(tmp_path, monkeypatch):
     assert json.loads(out.read_text()) == res and res["machine"]["cpu"]
     assert {r["precision"] for r in res["training"]} == {"fp32", "bf16"}
     assert "joeynmt" not in res and "process" not in res
-    assert "| transformer training, target tok/s fp32 |" in res["table"]
+    assert "| transformer training fp32, target tok/s |" in res["table"]
+    assert "| transformer training fp32, MFU |" in res["table"]
     assert "| transformer training, bf16 / fp32 |" in res["table"]

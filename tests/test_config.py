@@ -331,7 +331,7 @@ def test_shipped_study_loads_every_model(path, tmp_path):
 def test_the_news_study_has_three_architectures_on_step_budgets_and_a_held_out_slice(tmp_path):
     from nmt.study import load_study, model_configs
 
-    path = REPO / "configs" / "study" / "wmt-news-steps.yaml"
+    path = REPO / "configs" / "study" / "wmt-news.yaml"
     configs = model_configs(load_study(path), str(path), tmp_path)
     assert {c.model.arch for c in configs.values()} == {"seq2seq", "rnnsearch", "transformer"}
     assert {c.train.max_steps for c in configs.values()} == {3600}
