@@ -1,16 +1,17 @@
 #!/usr/bin/env python
 """The one-shot GPU check (run through scripts/gpu_check.sh): one JSON file and a table.
 
-1. pytest with CUDA visible (with --cpu: a few quick precision tests; CI runs the suite itself);
-2. N steps of each architecture in fp32, bf16 and fp16 (fp16 skipped with --cpu) from the same
+1. N steps of each architecture in fp32, bf16 and fp16 (fp16 skipped with --cpu) from the same
    initial weights on the same batches: loss against the fp32 curve, encoder gradient norms
    against fp32, GradScaler scale and skipped steps, the dtype the RNN ran in, the SDPA backend;
-3. torchrun --nproc_per_node=min(2, GPUs) (NCCL; gloo on 2 CPU processes with --cpu): a NaN
+2. torchrun --nproc_per_node=min(2, GPUs) (NCCL; gloo on 2 CPU processes with --cpu): a NaN
    injected on the last rank at its 3rd forward pass, parameters identical across ranks at the
    end, then a resume;
-4. benchmarks/benchmark.py on a transformer-base config (d_model 512, 6+6 layers, 8 heads, ff 2048,
+3. benchmarks/benchmark.py on a transformer-base config (d_model 512, 6+6 layers, 8 heads, ff 2048,
    ~25k-token batches, bf16; a small one with --cpu): target tokens/s, MFU against the same-run
-   matmul peak, host syncs per step, and translation sentences/s greedy and beam 5.
+   matmul peak, host syncs per step, and translation sentences/s greedy and beam 5;
+4. pytest with CUDA visible, last (with --cpu: a few quick precision tests; CI runs the suite
+   itself), each failure named.
 Targets (GPU): transformer-base bf16 MFU >= 40% of the bf16 peak, <= 1 host sync per step,
 fp16/bf16 loss within 2% of fp32 after the steps. Exit code 1 when a check fails to run or
 breaks an invariant (non-finite loss, ranks disagree, resume fails); missed speed targets are
@@ -83,20 +84,7 @@ def run(cmd: list[str], timeout: float, env: dict | None = None) -> tuple[int, s
         return 124, f"timed out after {timeout:.0f} s", time.time() - t
 
 
-# ---------------------------------------------------------------- 1. pytest
-def check_pytest(cpu: bool) -> dict:
-    args = (
-        ["tests/test_precision.py", "-k", "auto_picks or one_line_error or tf32_switch"]
-        if cpu
-        else ["-x"]
-    )
-    rc, tail, sec = run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], timeout=300
-    )
-    return {"ok": rc == 0, "args": args, "seconds": sec, "summary": tail.strip().splitlines()[-1:]}
-
-
-# ---------------------------------------------------------------- 2. precisions
+# ---------------------------------------------------------------- 1. precisions
 def _sdpa_backend(model, batch, autocast) -> str | None:
     import torch
     from torch.profiler import profile
@@ -225,7 +213,7 @@ def check_precisions(cpu: bool, steps: int) -> dict:
     return out
 
 
-# ---------------------------------------------------------------- 3. torchrun
+# ---------------------------------------------------------------- 2. torchrun
 def _free_port() -> int:
     import socket
 
@@ -341,7 +329,7 @@ def check_ddp(cpu: bool, tmp: Path) -> dict:
     return out
 
 
-# ---------------------------------------------------------------- 4. benchmark
+# ---------------------------------------------------------------- 3. benchmark
 def check_benchmark(cpu: bool, tmp: Path) -> dict:
     config, sets = configs(cpu)["transformer"]
     if cpu:
@@ -411,6 +399,24 @@ def check_benchmark(cpu: bool, tmp: Path) -> dict:
     }
 
 
+# ---------------------------------------------------------------- 4. pytest (run last)
+def check_pytest(cpu: bool, workers: int) -> dict:
+    """The suite with CUDA visible (so `device: auto` trains on the GPU); every failure named."""
+    args = (
+        ["tests/test_precision.py", "-k", "auto_picks or one_line_error or tf32_switch"]
+        if cpu
+        else ["-rf"]
+    )
+    if workers > 1:  # pytest-xdist: a lease is minutes long, and the suite is CPU-bound
+        args += ["-n", str(workers)]
+    rc, tail, sec = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], timeout=300
+    )
+    lines = tail.strip().splitlines()
+    failed = [x for x in lines if x.startswith(("FAILED", "ERROR"))]
+    return {"ok": rc == 0, "args": args, "seconds": sec, "summary": lines[-1:], "failed": failed}
+
+
 # ---------------------------------------------------------------- report
 def targets(result: dict, cpu: bool) -> dict:
     b, runs = result.get("benchmark", {}), result.get("precisions", {}).get("runs", [])
@@ -425,7 +431,7 @@ def targets(result: dict, cpu: bool) -> dict:
 
 def table(result: dict) -> str:
     lines = ["| check | result |", "|---|---|"]
-    for k in ("pytest", "precisions", "ddp", "benchmark"):
+    for k in ("precisions", "ddp", "benchmark", "pytest"):
         r = result.get(k, {})
         lines.append(f"| {k} | {'ok' if r.get('ok') else 'FAILED'} ({r.get('seconds', 0):.0f} s) |")
     lines += [
@@ -471,6 +477,12 @@ def _finite(x):
     return x
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n")
+    tmp.replace(path)
+
+
 def main() -> int:
     if "--ddp-worker" in sys.argv:
         return ddp_worker(sys.argv[sys.argv.index("--ddp-worker") + 1])
@@ -487,6 +499,12 @@ def main() -> int:
         type=int,
         default=None,
         help="steps per architecture and precision (default 50; 4 with --cpu)",
+    )
+    ap.add_argument(
+        "--pytest-workers",
+        type=int,
+        default=0,
+        help="run the suite in N pytest-xdist processes (default: one process)",
     )
     ap.add_argument(
         "--skip", nargs="*", default=[], choices=["pytest", "precisions", "ddp", "benchmark"]
@@ -516,12 +534,15 @@ def main() -> int:
         "command": " ".join(sys.argv),
     }
     t0 = time.time()
+    # The measurements first: a slow or failing suite must not eat a short lease's benchmark.
     phases = {
-        "pytest": lambda: check_pytest(a.cpu),
         "precisions": lambda: check_precisions(a.cpu, steps),
         "ddp": lambda: check_ddp(a.cpu, tmp),
         "benchmark": lambda: check_benchmark(a.cpu, tmp),
+        "pytest": lambda: check_pytest(a.cpu, a.pytest_workers),
     }
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    result["targets"] = targets(result, a.cpu)
     for key, fn in phases.items():
         if key in a.skip:
             continue
@@ -532,10 +553,10 @@ def main() -> int:
         except Exception as e:  # a phase that crashes is a finding: record it, go on
             result[key] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         result[key].setdefault("seconds", time.time() - t)
-    result["seconds"] = time.time() - t0
-    result["targets"] = targets(result, a.cpu)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(_finite(result), indent=2, allow_nan=False, default=str) + "\n")
+        result["seconds"] = time.time() - t0
+        result["targets"] = targets(result, a.cpu)
+        # written after every phase: a lease that ends mid-check keeps what was measured
+        _write_atomic(out_path, json.dumps(_finite(result), indent=2, allow_nan=False, default=str))
     print(table(result))
     print(f"\nwrote {out_path} ({result['seconds']:.0f} s)")
     return 0 if all(result[k].get("ok") for k in phases if k in result) else 1

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The one-shot GPU check: pytest with CUDA visible, each architecture in fp32/bf16/fp16 against
+# The one-shot GPU check: each architecture in fp32/bf16/fp16 against
 # fp32, torchrun with NCCL (NaN on one rank, identical parameters, resume), and the
-# transformer-base benchmark (tokens/s, MFU, host syncs per step, translation speed).
+# transformer-base benchmark (tokens/s, MFU, host syncs per step, translation speed), then pytest
+# with CUDA visible.
 # Writes benchmarks/benchmark-<gpu>.json and prints a table; under 8 minutes on one GPU.
 #   scripts/gpu_check.sh              # on a machine with a GPU
 #   scripts/gpu_check.sh --cpu        # no GPU: small configs on the CPU, fp16 skipped (CI)
-# Other options: --out FILE, --steps N, --skip pytest|precisions|ddp|benchmark ...
+# Other options: --out FILE, --steps N, --pytest-workers N, --skip precisions|ddp|benchmark|pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python}"
