@@ -68,7 +68,11 @@ def configs(cpu: bool) -> dict[str, tuple[str, list[str]]]:
     }
 
 
-def run(cmd: list[str], timeout: float, env: dict | None = None) -> tuple[int, str, float]:
+def run(
+    cmd: list[str], timeout: float, env: dict | None = None, stdout_last: bool = False
+) -> tuple[int, str, float]:
+    """(exit code, the output's last 4,000 characters, seconds); `stdout_last` keeps the end of
+    stdout (pytest's summary) when stderr is noisy."""
     t = time.time()
     try:
         p = subprocess.run(
@@ -79,7 +83,8 @@ def run(cmd: list[str], timeout: float, env: dict | None = None) -> tuple[int, s
             timeout=timeout,
             env={**os.environ, **(env or {})},
         )
-        return p.returncode, (p.stdout + p.stderr)[-4000:], time.time() - t
+        both = p.stderr + p.stdout if stdout_last else p.stdout + p.stderr
+        return p.returncode, both[-4000:], time.time() - t
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {timeout:.0f} s", time.time() - t
 
@@ -410,7 +415,9 @@ def check_pytest(cpu: bool, workers: int) -> dict:
     if workers > 1:  # pytest-xdist: a lease is minutes long, and the suite is CPU-bound
         args += ["-n", str(workers)]
     rc, tail, sec = run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], timeout=300
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        timeout=300,
+        stdout_last=True,
     )
     lines = tail.strip().splitlines()
     failed = [x for x in lines if x.startswith(("FAILED", "ERROR"))]

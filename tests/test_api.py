@@ -124,7 +124,7 @@ def test_bad_load_arguments_are_nmt_errors(tmp_path, tiny_transformer_run):
     with pytest.raises(NmtError, match="precision must be one of"):
         Translator.load(tiny_transformer_run, precision="int4")
     with pytest.raises(NmtError, match="fp16 needs a CUDA device"):
-        Translator.load(tiny_transformer_run, precision="fp16")
+        Translator.load(tiny_transformer_run, device="cpu", precision="fp16")
 
 
 def test_int8_translator_equals_nmt_translate_int8(tiny_transformer_run, sources, tmp_path):

@@ -124,7 +124,8 @@ def test_imported_run_scores_as_transformers_does(imported, hf, corpus, tmp_path
     model, tok = hf
     srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
     out = tmp_path / "scores.jsonl"
-    args = ["score", str(imported), "--src", str(corpus / "test.src")]
+    # on the CPU, where `transformers` scores below (a visible GPU would decode in bf16)
+    args = ["score", str(imported), "--src", str(corpus / "test.src"), "--device", "cpu"]
     assert main(args + ["--ref", str(corpus / "test.tgt"), "-o", str(out)]) == 0
     ours = [json.loads(x)["score"] for x in lines(out)]
     for s, r, score in zip(srcs, refs, ours):

@@ -181,10 +181,11 @@ def test_int8_models_decode_in_fp32_even_where_the_run_trained_in_bf16(
 
     monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
     assert precision.decode_precision("bf16", CPU, int8=True) == "fp32"
-    assert Translator.load(tiny_transformer_run).precision == precision.decode_precision(
-        "auto", CPU
+    # on the CPU, where int8 runs (with a GPU visible, the default device would be the GPU)
+    assert Translator.load(tiny_transformer_run, device="cpu").precision == (
+        precision.decode_precision("auto", CPU)
     )
-    t = Translator.load(tiny_transformer_run, int8=True)
+    t = Translator.load(tiny_transformer_run, device="cpu", int8=True)
     assert t.precision == "fp32"
     with torch.autocast("cpu", dtype=torch.bfloat16):  # as if a caller left autocast on
         assert t.translate(["a b c"], beam=2)[0].text is not None

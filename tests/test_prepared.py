@@ -24,6 +24,12 @@ from nmt.errors import NmtError
 from nmt.jobs import train as train_job
 
 
+def repo_first() -> str:
+    """PYTHONPATH for a child `python -m nmt`: this tree first, the caller's own entries kept
+    (where the dependencies live outside site-packages, as on a GPU lease's --target install)."""
+    return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+
 def write_corpus(d: Path, pairs: list[tuple[str, str]], split: str = "train") -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / f"{split}.de").write_text("".join(s + "\n" for s, _ in pairs), "utf-8")
@@ -93,7 +99,7 @@ print(h.hexdigest())
 def test_the_same_batches_run_after_run(corpus_dir, tmp_path):
     cfg_file = tmp_path / "cfg.yaml"
     cfg_file.write_text(dump_yaml(config(corpus_dir, tmp_path / "p")))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "random"}
+    env = {**os.environ, "PYTHONPATH": repo_first(), "PYTHONHASHSEED": "random"}
     here = subprocess.run(
         [sys.executable, "-c", PLAN, str(cfg_file)],
         env=env,
@@ -150,7 +156,7 @@ def test_resume_mid_epoch_from_the_prepared_corpus_is_bit_exact(corpus_dir, tmp_
 
 def kill_midway(cfg_file: Path, root: Path) -> None:
     """Start `nmt prepare` and SIGKILL it once it is encoding (its subword model is written)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": repo_first()}
     proc = subprocess.Popen(
         [sys.executable, "-m", "nmt", "prepare", str(cfg_file)],
         env=env,
@@ -310,7 +316,7 @@ def test_a_rank_that_maps_a_prepared_corpus_imports_neither_datasets_nor_pandas(
     kept = prepared_corpus(config(corpus_dir, tmp_path / "p")).stats.kept  # rank 0's prepare
     out = subprocess.run(
         [sys.executable, "-c", MAP_ONLY, str(cfg_file)],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": repo_first()},
         check=True,
         capture_output=True,
         text=True,

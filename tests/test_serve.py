@@ -12,7 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
@@ -134,9 +133,8 @@ def test_health_model_page_and_openapi(client):
     model = client.get("/v1/model").json()
     assert model["step"] == 40 and model["attention_layers"] == 2 and model["parameters"] > 0
     # decodes in the run's precision, as nmt translate does (bf16 where the CPU has bf16 units)
-    assert model["precision"] == decode_precision(
-        client.app.state.translator.cfg.train.precision, torch.device("cpu")
-    )
+    translator = client.app.state.translator
+    assert model["precision"] == decode_precision(translator.cfg.train.precision, translator.device)
     page = client.get("/")
     assert page.status_code == 200 and 'id="heatmap"' in page.text
     assert "http://" not in page.text and "https://" not in page.text  # nothing from a CDN

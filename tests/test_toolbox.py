@@ -241,6 +241,8 @@ def test_score_agrees_with_the_beams_own_hypothesis_scores(runs, corpus, tmp_pat
                 str(hyps),
                 "-o",
                 str(scored),
+                "--device",
+                "cpu",  # where the beam above ran: with a GPU visible, auto would pick it
             ]
         )
         == 0
