@@ -3,7 +3,7 @@
 # fp32, torchrun with NCCL (NaN on one rank, identical parameters, resume), and the
 # transformer-base benchmark (tokens/s, MFU, host syncs per step, translation speed), then pytest
 # with CUDA visible.
-# Writes benchmarks/benchmark-<gpu>.json and prints a table; under 8 minutes on one GPU.
+# Writes benchmarks/benchmark-<gpu>.json and prints a table; about 4 minutes on one H200.
 #   scripts/gpu_check.sh              # on a machine with a GPU
 #   scripts/gpu_check.sh --cpu        # no GPU: small configs on the CPU, fp16 skipped (CI)
 # Other options: --out FILE, --steps N, --pytest-workers N, --skip precisions|ddp|benchmark|pytest
