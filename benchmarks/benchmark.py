@@ -180,8 +180,11 @@ def train_worker(args: argparse.Namespace) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
-    for i in range(args.warmup):
+    t_warm = time.perf_counter()
+    for i in range(args.warmup):  # with train.compile, the compilation happens here
         step(i)
+    sync()
+    warmup_s = time.perf_counter() - t_warm
     runs, syncs = [], []
     for r in range(args.repeats):
         first = args.warmup + r * args.steps
@@ -227,6 +230,9 @@ def train_worker(args: argparse.Namespace) -> dict:
         "batch_tokens": cfg.data.batch_tokens,
         "steps": args.steps,
         "repeats": args.repeats,
+        "compile": cfg.train.compile,
+        "warmup_steps": args.warmup,
+        "warmup_s": warmup_s,
         "tgt_tok_s": tok_s,
         "src_tgt_tok_s": statistics.median(r["src_tgt_tok_s"] for r in runs),
         "sent_s": statistics.median(r["sent_s"] for r in runs),

@@ -412,7 +412,10 @@ def check_pytest(cpu: bool, workers: int) -> dict:
         if cpu
         else ["-rf"]
     )
-    if workers > 1:  # pytest-xdist: a lease is minutes long, and the suite is CPU-bound
+    import importlib.util
+
+    # pytest-xdist where installed: a lease is minutes long, and the suite is CPU-bound
+    if workers > 1 and importlib.util.find_spec("xdist"):
         args += ["-n", str(workers)]
     rc, tail, sec = run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
