@@ -12,12 +12,13 @@ interrupted ones resumed, so rerunning a study continues it.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import multiprocessing
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from nmt.checkpoint import load_checkpoint
 from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
@@ -79,6 +80,22 @@ def load_study(path: str | Path) -> dict:
     if not isinstance(ev.get("split", "test"), str):
         raise NmtError(f"'evaluate.split' in {path} must be a split role such as test or valid")
     return raw
+
+
+def select_models(study: dict, path: str, names: Sequence[str]) -> dict:
+    """The study restricted to `names` (in the study's order, so its first model stays the
+    reference); every name must be one of the study's models."""
+    if not names:
+        return study
+    have = list(study["models"])
+    for name in names:
+        if name not in have:
+            close = difflib.get_close_matches(name, have, n=1, cutoff=0.5)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise NmtError(
+                f"--models: no model '{name}' in {path} (it has: {', '.join(have)}){hint}"
+            )
+    return {**study, "models": {n: v for n, v in study["models"].items() if n in names}}
 
 
 def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()) -> dict[str, Any]:
@@ -181,10 +198,16 @@ def budget(cfg) -> str:
     return ", ".join(parts)
 
 
-def run_study(path: str, out: Optional[str] = None, overrides: list[str] = ()) -> Path:
-    """Train and evaluate every model of the study at `path`; write its report (study.md,
-    study.json, bleu_by_length.png) into the study directory, which is returned."""
-    study = load_study(path)
+def run_study(
+    path: str,
+    out: Optional[str] = None,
+    overrides: list[str] = (),
+    models: Sequence[str] = (),
+) -> Path:
+    """Train and evaluate every model of the study at `path` (or only `models`); write its
+    report (study.md, study.json, bleu_by_length.png) into the study directory, which is
+    returned."""
+    study = select_models(load_study(path), path, models)
     out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
     # every config is checked before any training
     configs = model_configs(study, path, out_dir, overrides)

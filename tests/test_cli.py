@@ -836,6 +836,31 @@ def test_parallel_study_stops_at_the_first_failed_model(tmp_path):
     assert not (out / "study.json").exists() and not (out / "slow" / "trained.json").exists()
 
 
+def test_study_models_trains_a_subset_and_a_full_rerun_adds_the_rest(study, tmp_path, capsys):
+    _, whole = study
+    path, out = write_study(tmp_path / "study.yaml"), tmp_path / "out"
+    assert main(["study", str(path), "--out", str(out), "--models", "rnnsearch"]) == 0
+    assert list(json.loads((out / "study.json").read_text())) == ["rnnsearch"]
+    assert not (out / "seq2seq").exists()
+    capsys.readouterr()
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "rnnsearch already trained" in err and "training seq2seq (new run)" in err
+    got = json.loads((out / "study.json").read_text())
+    want = json.loads((whole / "study.json").read_text())
+    assert list(got) == ["seq2seq", "rnnsearch"]  # the study's order: seq2seq stays the reference
+    for name in got:
+        assert got[name]["bleu"] == want[name]["bleu"]
+
+
+def test_study_models_names_an_unknown_model_before_any_training(tmp_path, capsys):
+    path = write_study(tmp_path / "study.yaml")
+    assert main(["study", str(path), "--out", str(tmp_path / "s"), "--models", "rnnserch"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no model 'rnnserch'" in err and "did you mean 'rnnsearch'" in err
+    assert not (tmp_path / "s").exists()
+
+
 def test_study_parallel_must_be_a_positive_integer(tmp_path, capsys):
     path = write_study(tmp_path / "study.yaml", parallel=0)
     assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 2

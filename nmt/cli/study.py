@@ -22,6 +22,14 @@ def register(sub: "argparse._SubParsersAction") -> None:
         metavar="KEY=VALUE",
         help="override a config key for every model, e.g. --set train.max_minutes=5",
     )
+    s.add_argument(
+        "--models",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="train and report only these models of the study (e.g. two now, the third "
+        "later: a rerun without --models skips the trained ones and reports all)",
+    )
     s.set_defaults(func=run)
 
 
@@ -30,7 +38,7 @@ def run(a: argparse.Namespace) -> int:
     from nmt.study import run_study
 
     setup_logging()
-    out = run_study(a.study, a.out, a.set)
+    out = run_study(a.study, a.out, a.set, a.models)
     print((out / "study.md").read_text(encoding="utf-8"))
     print(f"study report: {out}")
     return 0
