@@ -1,11 +1,14 @@
 #!/usr/bin/env python
-"""Where a training step's time goes: torch.profiler over N optimiser steps of one study model.
+"""Where a training step's time goes: torch.profiler over N optimiser steps of a config or of
+one study model.
 
     python benchmarks/profile_step.py configs/study/quick.yaml rnnsearch --steps 8 --out prof.json
+    python benchmarks/profile_step.py configs/multi30k/en-de/transformer_local.yaml --threads 2
 
-The model trains on the study's real batches through the trainer's own step, one thread, after
-`--warmup` steps; the JSON holds the top ops by self CPU time, their share of op time, the share
-of matmul ops, and the share of wall time spent inside ops (the rest is Python and the loop).
+The model trains on the real batches through the trainer's own step (one thread unless
+--threads), after `--warmup` steps; the JSON (`profile_ops.breakdown`) holds the top ops by self
+CPU time, the matmul share, the share of wall time inside ops (the rest is Python and the loop),
+and time by phase (forward, backward, optimizer, the rest) and by layer (forward).
 Shares are what to read on a busy machine; seconds only on a quiet one.
 """
 
@@ -20,43 +23,39 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import write_json  # noqa: E402
-
-MATMUL_OPS = {
-    "aten::mm",
-    "aten::addmm",
-    "aten::bmm",
-    "aten::baddbmm",
-    "aten::matmul",
-    "aten::mkldnn_rnn_layer",
-    "aten::mkldnn_rnn_layer_backward",
-    "aten::_scaled_dot_product_flash_attention_for_cpu",
-    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-}
+from benchmarks.machine import machine, write_json  # noqa: E402
+from benchmarks.profile_ops import breakdown, label_model  # noqa: E402
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("study", help="study YAML")
-    ap.add_argument("model", help="model name in the study")
+    ap.add_argument("config", help="a training config, or a study YAML with MODEL")
+    ap.add_argument("model", nargs="?", help="model name in the study")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--out", help="JSON file (default: stdout)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from nmt.config.load import load_config
     from nmt.data.prepared import prepared_corpus
     from nmt.distributed import DistInfo
     from nmt.models import build_model
     from nmt.study import load_study, model_configs
     from nmt.train import Trainer
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp())
-    cfg = model_configs(load_study(args.study), args.study, tmp)[args.model]
+    if args.model:
+        study = load_study(args.config)
+        cfg = model_configs(study, args.config, tmp, args.set)[args.model]
+    else:
+        cfg = load_config(args.config, [*args.set, f"train.run_dir={tmp}"])
     corpus = prepared_corpus(cfg)
     batcher = corpus.batcher(cfg.data, seed=cfg.train.seed)
     order = batcher.epoch(0)
@@ -64,6 +63,7 @@ def main() -> None:
     torch.manual_seed(cfg.train.seed)
     tok = corpus.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+    label_model(model)
     trainer = Trainer(cfg, model, tok, batcher, [], tmp, DistInfo(device=torch.device("cpu")))
     for b in batches[: args.warmup]:
         trainer.train_step([b])
@@ -72,31 +72,20 @@ def main() -> None:
         for b in batches[args.warmup :]:
             trainer.train_step([b])
     wall = time.perf_counter() - t
-    ops = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in ops) / 1e6
-    matmul = sum(e.self_cpu_time_total for e in ops if e.key in MATMUL_OPS) / 1e6
-    top = sorted(ops, key=lambda e: -e.self_cpu_time_total)[: args.top]
     out = {
-        "study": args.study,
-        "model": args.model,
+        "command": "python " + " ".join([Path(__file__).name, *(argv or sys.argv[1:])]),
+        "machine": machine(),
+        "config": args.config,
+        "model": args.model or cfg.model.arch,
         "precision": cfg.train.precision,
+        "precision_used": trainer.precision,
+        "threads": args.threads,
         "steps": args.steps,
-        "wall_s": wall,
-        "op_self_s": total,
-        "op_share_of_wall": total / wall,
-        "matmul_share_of_ops": matmul / total,
         "target_tokens": sum(b.n_tokens for b in batches[args.warmup :]),
-        "top_ops": [
-            {
-                "op": e.key,
-                "calls": e.count,
-                "self_s": e.self_cpu_time_total / 1e6,
-                "share": e.self_cpu_time_total / 1e6 / total,
-            }
-            for e in top
-        ],
+        **breakdown(prof, wall, args.top),
     }
     print(write_json(args.out, out, indent=1) if args.out else json.dumps(out, indent=1))
+    return out
 
 
 if __name__ == "__main__":

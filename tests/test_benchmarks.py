@@ -14,12 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(
-    p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem not in ("__init__", "machine")
+    p.stem
+    for p in (ROOT / "benchmarks").glob("*.py")
+    if p.stem not in ("__init__", "machine", "profile_ops")
 )
 
 
 def test_every_measurement_script_lives_in_benchmarks():
-    assert len(SCRIPTS) == 14
+    assert len(SCRIPTS) == 15
     left = {p.name for p in (ROOT / "scripts").glob("*.py")}
     assert left == {"gpu_check.py", "screenshot_serve.py"}
 
@@ -200,3 +202,47 @@ def test_the_speed_benchmark_writes_one_json_and_a_table(tmp_path, monkeypatch):
     assert "| transformer training fp32, target tok/s |" in res["table"]
     assert "| transformer training fp32, MFU |" in res["table"]
     assert "| transformer training, bf16 / fp32 |" in res["table"]
+
+
+def test_the_decoding_profile_splits_time_by_phase_layer_and_op(
+    tiny_transformer_run, tmp_path, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.profile_decode import main
+
+    src = tiny_transformer_run.parent / "corpus" / "test.src"
+    out = tmp_path / "decode.json"
+    res = main([str(tiny_transformer_run), "--src", str(src), "--n", "20", "--beam", "3"])
+    res = main([str(tiny_transformer_run), "--src", str(src), "--n", "20", "--out", str(out)])
+    assert json.loads(out.read_text()) == res and res["sentences"] == 20
+    assert {"encode", "init_state", "decode_step", "other"} <= set(res["phases"])
+    assert {"decoder.0.step", "decoder.1.step", "encoder.0.forward"} <= set(res["layers"])
+    assert 0 < res["matmul_share_of_ops"] < 1 and 0 < res["op_share_of_wall"] <= 1
+    assert sum(op["share"] for op in res["top_ops"]) <= 1 + 1e-6
+    assert not any(op["op"].startswith(("phase:", "layer:")) for op in res["top_ops"])
+
+
+def test_the_training_profile_splits_a_step_into_forward_backward_and_optimizer(
+    tiny_transformer_run, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.profile_step import main
+
+    cfg = tiny_transformer_run.parent / "cfg.yaml"
+    res = main([str(cfg), "--steps", "2", "--warmup", "1"])
+    assert res["model"] == "transformer" and res["steps"] == 2 and res["target_tokens"] > 0
+    assert {"features", "backward", "optimizer"} <= set(res["phases"])
+    assert {"encoder.0.forward", "decoder.1.forward", "enc_norm.forward"} <= set(res["layers"])
+    assert all(0 < p["share_of_wall"] <= 1 for p in res["phases"].values())
+
+
+def test_profile_labels_leave_the_translations_unchanged(tiny_transformer_run, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.profile_ops import label_model
+    from nmt.api import Translator
+
+    lines = (tiny_transformer_run.parent / "corpus" / "test.src").read_text().splitlines()
+    translator = Translator.load(tiny_transformer_run, device="cpu")
+    before = [r.text for r in translator.translate(lines, beam=3)]
+    label_model(translator.model)
+    assert [r.text for r in translator.translate(lines, beam=3)] == before
