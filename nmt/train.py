@@ -22,6 +22,7 @@ from tqdm import tqdm
 from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch, BucketBatcher
 from nmt.data.tokenizer import Tokenizer
+from nmt.data.word_dropout import drop_source_words
 from nmt.distributed import DistInfo, all_reduce_flag, barrier
 from nmt.errors import NmtError
 from nmt.loss import projected_cross_entropy, token_cross_entropy
@@ -154,6 +155,7 @@ class Trainer:
         return loss_fn(net(*args), batch.tgt_out, smoothing)
 
     def _forward_loss(self, batch: Batch) -> torch.Tensor:
+        batch = drop_source_words(batch, self.tc.word_dropout)
         # fp16 keeps the logits: its gradients need the loss scale, known only in the backward
         with self.autocast:
             return self._loss(self.net, batch, self.tc.label_smoothing, self.precision != "fp16")

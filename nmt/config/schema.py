@@ -185,6 +185,14 @@ class TrainConfig:
     label_smoothing: float = opt(
         0.1, "label smoothing of the cross-entropy loss", lo=0.0, hi=1.0, hi_open=True
     )
+    word_dropout: float = opt(
+        0.0,
+        "replace each training source piece (not EOS) by <unk> with this probability: word "
+        "dropout, a regulariser for small corpora (0 = off)",
+        lo=0.0,
+        hi=1.0,
+        hi_open=True,
+    )
     accum_steps: int = opt(1, "batches accumulated per optimiser step", lo=1)
     schedule: Literal["constant", "noam", "inverse_sqrt", "plateau"] = opt(
         "constant",
