@@ -50,7 +50,8 @@ def _chunk_loss(logits: Tensor, target: Tensor, smoothing: float, grad: bool):
     g[torch.arange(g.size(0), device=g.device), target] -= 1 - smoothing  # one entry a row
     if smoothing:
         g.sub_(smoothing / g.size(1))
-    return loss, g.masked_fill_(~keep.unsqueeze(1), 0)
+    g[~keep] = 0  # padding rows only: a pass over the few, not a masked pass over all
+    return loss, g
 
 
 def _chunked(
@@ -71,16 +72,21 @@ def _chunked(
         grad_w = torch.zeros(weight.shape, **f32)
         grad_b = None if bias is None else torch.zeros(bias.shape, **f32)
     rows = max(1, CHUNK_ELEMENTS.get(features.device.type, 1 << 22) // weight.size(0))
+    # Under autocast the matmuls run in its dtype, as autograd's would. Each chunk of features
+    # and of gradients is cast once here, where autocast would cast it for each matmul.
+    device = features.device.type
+    low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
     for s in range(0, features.size(0), rows):
         f, y = features[s : s + rows], target[s : s + rows]
+        f = f if low is None else f.to(low)
         part, g = _chunk_loss(F.linear(f, weight, bias).float(), y, smoothing, grad)
         loss += part
         if grad:
-            # Under autocast these matmuls run in its dtype, as autograd's would.
+            if grad_b is not None:
+                grad_b += g.sum(0)  # in fp32
+            g = g if low is None else g.to(low)
             grad_f[s : s + rows] = g @ weight
             grad_w += g.t() @ f
-            if grad_b is not None:
-                grad_b += g.sum(0)
     return loss, ((grad_f, grad_w, grad_b) if grad else None)
 
 
