@@ -1,19 +1,40 @@
-"""Giving freed heap memory back to the system.
+"""When the process gives freed heap memory back to the system (glibc), and when it keeps it.
 
 glibc raises its mmap threshold to the size of the largest block freed so far, so after one
 large numpy temporary is freed the next ones come from the heap, and freeing them leaves the
 process holding their peak: planning an epoch of 1.8M pairs left 50 MB of freed temporaries in
 every rank's resident memory. `malloc_trim` returns the free pages.
+
+A training step is the opposite case: it frees and reallocates the same large activations and
+logit chunks every step, and each one glibc hands back to the system (through munmap, or by
+trimming the top of the heap) comes back as fresh pages that fault in one by one. On a 2-core
+Zen 4 the Multi30k Transformer step took 40-50 thousand page faults and about 0.07-0.16 s of
+system time a step; `keep_freed_memory` cut that to ~12 thousand and ~0.02 s.
 """
 
 from __future__ import annotations
 
 import ctypes
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
 
 def give_back_freed_memory() -> None:
     """Return free heap pages to the system (glibc); elsewhere nothing to do."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def keep_freed_memory(mmap_threshold: int = 32 << 20, trim_threshold: int = 1 << 30) -> None:
+    """Serve blocks under `mmap_threshold` bytes from the heap and keep up to `trim_threshold`
+    bytes of free heap, so the blocks a step frees are reused by the next step instead of
+    faulting in again (glibc; elsewhere nothing to do). The process's resident memory then
+    stays near its peak, which a training process reaches every step anyway."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
+        libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
     except (OSError, AttributeError):
         pass
