@@ -15,6 +15,7 @@ from importlib import import_module
 from typing import Optional
 
 from nmt import __version__
+from nmt.data.heap import keep_freed_memory
 from nmt.errors import NmtError
 
 # The command modules (nmt/cli/NAME.py), in the order `nmt --help` lists them: a new command is
@@ -56,6 +57,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if a.command is None:
         parser.print_help()
         return 2
+    keep_freed_memory()  # steps and decoding batches reuse freed memory (nmt.data.heap)
     try:
         return a.func(a)
     except NmtError as err:
