@@ -37,5 +37,6 @@ def _faults_per_step(mode: str) -> float:
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc policy")
 def test_freed_step_memory_is_reused_instead_of_faulting_in_again():
     pages = 3 * (6 << 20) // 4096  # at least what a step touches
-    assert _faults_per_step("plain") > pages / 4  # glibc gave (some of) it back
-    assert _faults_per_step("keep") < pages / 20
+    plain, keep = _faults_per_step("plain"), _faults_per_step("keep")
+    assert plain > pages / 10  # glibc gave some of it back (how much varies: 1-5 thousand)
+    assert keep < pages / 15 and keep < plain / 3
