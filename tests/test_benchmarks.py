@@ -212,9 +212,9 @@ def test_the_decoding_profile_splits_time_by_phase_layer_and_op(
 
     src = tiny_transformer_run.parent / "corpus" / "test.src"
     out = tmp_path / "decode.json"
-    res = main([str(tiny_transformer_run), "--src", str(src), "--n", "20", "--beam", "3"])
-    res = main([str(tiny_transformer_run), "--src", str(src), "--n", "20", "--out", str(out)])
-    assert json.loads(out.read_text()) == res and res["sentences"] == 20
+    args = ["--src", str(src), "--n", "20", "--beam", "3", "--out", str(out)]
+    res = main([str(tiny_transformer_run), *args])
+    assert json.loads(out.read_text()) == res and res["sentences"] == 20 and res["beam"] == 3
     assert {"encode", "init_state", "decode_step", "other"} <= set(res["phases"])
     assert {"decoder.0.step", "decoder.1.step", "encoder.0.forward"} <= set(res["layers"])
     assert 0 < res["matmul_share_of_ops"] < 1 and 0 < res["op_share_of_wall"] <= 1
