@@ -10,10 +10,9 @@ logit chunks every step, and each one glibc hands back to the system (through mu
 trimming the top of the heap) comes back as fresh pages that fault in one by one. On a 2-core
 Zen 4 the Multi30k Transformer step took 40-50 thousand page faults and about 0.07-0.16 s of
 system time a step; `keep_freed_memory` cut that to 11-13 thousand and 0.02-0.06 s (one-thread
-probes beside a training run); with the fused loss casting once, the step ran 5% faster alone on one
-thread (docs/performance.md). Beam search
-does the same with its per-step logits (300 Multi30k sentences, beam 5: 214 -> 114 thousand
-faults). The CLI and the trainer turn it on.
+probes beside a training run); with the fused loss casting once, the step ran 5% faster alone on
+one thread (docs/performance.md). Beam search does the same with its per-step logits (300
+Multi30k sentences, beam 5: 214 -> 114 thousand faults). The CLI and the trainer turn it on.
 """
 
 from __future__ import annotations
