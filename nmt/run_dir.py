@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Optional
 
 from nmt.config import Config
-from nmt.config.load import dump_yaml, load_config
+from nmt.config.load import dump_yaml, load_config, to_dict
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 
 REPORT_PREFIX = "eval_"
+# train keys that say how a run is executed, not what it trains: resuming on another machine
+# with another thread count is the same run
+RUNTIME_KEYS = ("threads", "progress")
 _STEP = re.compile(r"step_(\d+)\.pt")
 
 
@@ -134,16 +137,19 @@ class RunDir:
             old.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ the config
-    def saved_config_text(self) -> Optional[str]:
-        return self.config.read_text(encoding="utf-8") if self.config.is_file() else None
-
     def saved_config(self) -> Optional[Config]:
         """The config this run was trained with (as stored; None when there is none)."""
         return load_config(self.config, stored=True) if self.config.is_file() else None
 
     def same_config(self, cfg: Config) -> bool:
-        """Whether this run was made by exactly `cfg` (every key, defaults included)."""
-        return self.saved_config_text() == dump_yaml(cfg)
+        """Whether this run was made by `cfg`: every key equal, defaults included. A key added
+        to nmt since the run was made counts as its default, and how the run is executed
+        (`RUNTIME_KEYS`) does not count, so neither wipes a run that a study would resume."""
+        try:
+            saved = self.saved_config()
+        except NmtError:  # written by an nmt whose keys this one no longer reads
+            return False
+        return saved is not None and _trained_by(saved) == _trained_by(cfg)
 
     def holds_run(self) -> bool:
         """Whether anything was trained here: a checkpoint of any kind."""
@@ -169,3 +175,11 @@ class RunDir:
         if not self.trained.is_file():
             return None
         return json.loads(self.trained.read_text(encoding="utf-8"))["stop_reason"]
+
+
+def _trained_by(cfg: Config) -> dict:
+    """The config as it decides what a run trains (`RUNTIME_KEYS` left out)."""
+    raw = to_dict(cfg)
+    for key in RUNTIME_KEYS:
+        del raw["train"][key]
+    return raw
