@@ -708,6 +708,27 @@ def test_study_rerun_skips_training_and_rewrites_report(study, capsys):
     assert is_png(out / "bleu_by_length.png")
 
 
+def test_study_rerun_after_nmt_gained_a_key_or_on_other_threads_skips_training(
+    study, tmp_path, capsys
+):
+    # a finished model whose stored config predates a new key (word_dropout) was wiped and
+    # retrained; neither a new key at its default nor another thread count changes the model
+    path, old = study
+    out = tmp_path / "out"
+    shutil.copytree(old, out)
+    for name in ("seq2seq", "rnnsearch"):
+        stored = out / name / "config.yaml"
+        text = stored.read_text(encoding="utf-8")
+        assert "  word_dropout: 0.0\n" in text
+        text = text.replace("  word_dropout: 0.0\n", "").replace(str(old), str(out))  # moved
+        stored.write_text(text, encoding="utf-8")
+    best = {n: (out / n / "best.pt").stat().st_mtime_ns for n in ("seq2seq", "rnnsearch")}
+    capsys.readouterr()
+    assert main(["study", str(path), "--out", str(out), "--set", "train.threads=1"]) == 0
+    assert capsys.readouterr().err.count("skipping training") == 2
+    assert {n: (out / n / "best.pt").stat().st_mtime_ns for n in best} == best
+
+
 def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp_path):
     _, old = study
     out = tmp_path / "out"
