@@ -141,15 +141,19 @@ class RunDir:
         """The config this run was trained with (as stored; None when there is none)."""
         return load_config(self.config, stored=True) if self.config.is_file() else None
 
-    def same_config(self, cfg: Config) -> bool:
+    def same_config(self, cfg: Config, training_only: bool = False) -> bool:
         """Whether this run was made by `cfg`: every key equal, defaults included. A key added
         to nmt since the run was made counts as its default, and how the run is executed
-        (`RUNTIME_KEYS`) does not count, so neither wipes a run that a study would resume."""
+        (`RUNTIME_KEYS`) does not count, so neither wipes a run that a study would resume.
+        `training_only`: leave out the `eval` section, which decides how the trained model is
+        scored, never what it is."""
         try:
             saved = self.saved_config()
         except NmtError:  # written by an nmt whose keys this one no longer reads
             return False
-        return saved is not None and _trained_by(saved) == _trained_by(cfg)
+        return saved is not None and _compared(saved, training_only) == _compared(
+            cfg, training_only
+        )
 
     def holds_run(self) -> bool:
         """Whether anything was trained here: a checkpoint of any kind."""
@@ -177,9 +181,12 @@ class RunDir:
         return json.loads(self.trained.read_text(encoding="utf-8"))["stop_reason"]
 
 
-def _trained_by(cfg: Config) -> dict:
-    """The config as it decides what a run trains (`RUNTIME_KEYS` left out)."""
+def _compared(cfg: Config, training_only: bool) -> dict:
+    """The config as `same_config` compares it: `RUNTIME_KEYS` left out, and `eval` too for
+    `training_only`."""
     raw = to_dict(cfg)
     for key in RUNTIME_KEYS:
         del raw["train"][key]
+    if training_only:
+        del raw["eval"]
     return raw

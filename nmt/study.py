@@ -22,6 +22,7 @@ from typing import Any, Optional, Sequence
 
 from nmt.checkpoint import load_checkpoint
 from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
+from nmt.config import Config
 from nmt.config.load import (
     apply_overrides,
     check_trainable,
@@ -143,9 +144,13 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beams: list[in
     cfg = from_dict(cfg_dict, where)
     setup_logging(tag=name)
     run = RunDir(cfg.train.run_dir)
-    # finished with exactly this config (a changed config means the old run is stale)
-    if run.trained_reason() is not None and run.same_config(cfg):
+    # finished with this config (a change to what it trains means the old run is stale; a
+    # change to how it is scored, the `eval` section, only its scores)
+    if run.trained_reason() is not None and run.same_config(cfg, training_only=True):
         log.info(f"study: {name} already trained in {run.path}, skipping training")
+        if not run.same_config(cfg):
+            run.create(cfg)  # the stored config is what `nmt evaluate RUN` scores by
+            _forget_scores(run, split, beams)
     else:
         resume = run.same_config(cfg) and bool(run.step_checkpoints())
         log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
@@ -161,8 +166,7 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beams: list[in
                 f"its results may differ from the README's"
             )
         run.mark_trained(result.stop_reason)
-        for beam in beams:  # scores of an older model
-            (run.report(split, beam) / "scores.json").unlink(missing_ok=True)
+        _forget_scores(run, split, beams)  # an older model's
     ck = load_checkpoint(run.checkpoint(prefer="latest"))  # the time of the whole run
     facts = {
         "params": ck["params"],
@@ -170,16 +174,29 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beams: list[in
         "stop_reason": run.trained_reason(),
         "train_seconds": ck["progress"]["train_seconds"],
     }
-    return {beam: {**_evaluated(name, run, split, beam), **facts} for beam in beams}
+    return {beam: {**_evaluated(name, run, cfg, split, beam), **facts} for beam in beams}
 
 
-def _evaluated(name: str, run: RunDir, split: str, beam: int) -> dict:
-    """The model's scores with this beam, evaluated now unless a report holds them."""
+def _forget_scores(run: RunDir, split: str, beams: list[int]) -> None:
+    """Drop the run's study scores, so each beam is evaluated again."""
+    for beam in beams:
+        (run.report(split, beam) / "scores.json").unlink(missing_ok=True)
+
+
+def _evaluated(name: str, run: RunDir, cfg: Config, split: str, beam: int) -> dict:
+    """The model's scores with this beam, evaluated now unless a report holds them; scored as
+    the study's `eval` section says, which may have changed since the model was trained."""
     report = run.report(split, beam)
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
         opts = evaluate_job.EvalOptions(
-            split=split, beam=beam, report_dir=str(report), progress=False
+            split=split,
+            beam=beam,
+            report_dir=str(report),
+            progress=False,
+            buckets=list(cfg.eval.buckets),
+            min_bucket=cfg.eval.min_bucket,
+            metrics=tuple(cfg.eval.metrics),
         )
         evaluate_job.evaluate(str(run.path), opts)
     return load_scores(report)

@@ -729,6 +729,27 @@ def test_study_rerun_after_nmt_gained_a_key_or_on_other_threads_skips_training(
     assert {n: (out / n / "best.pt").stat().st_mtime_ns for n in best} == best
 
 
+def test_study_rerun_with_other_buckets_rescores_without_retraining(study, tmp_path, capsys):
+    # how a study scores (its eval section) is not what it trains: hours of training stay
+    path, old = study
+    out = tmp_path / "out"
+    shutil.copytree(old, out)
+    for name in ("seq2seq", "rnnsearch"):  # the study moved with its runs
+        stored = out / name / "config.yaml"
+        stored.write_text(stored.read_text().replace(str(old), str(out)), encoding="utf-8")
+    best = {n: (out / n / "best.pt").stat().st_mtime_ns for n in ("seq2seq", "rnnsearch")}
+    capsys.readouterr()
+    args = ["--set", "eval.buckets=[5]", "--set", "eval.min_bucket=20"]  # 20 test sentences
+    assert main(["study", str(path), "--out", str(out), *args]) == 0
+    assert capsys.readouterr().err.count("skipping training") == 2
+    assert {n: (out / n / "best.pt").stat().st_mtime_ns for n in best} == best
+    for name in best:
+        scores = scores_of(out / name / "eval_test_beam1")
+        assert scores["bucket_merge"] == {"asked": [5], "min_sentences": 20}
+        assert [b["n"] for b in scores["buckets"]] == [20]  # 1-5 and 6+ merged into one
+        assert load_config(out / name / "config.yaml", stored=True).eval.buckets == [5]
+
+
 def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp_path):
     _, old = study
     out = tmp_path / "out"

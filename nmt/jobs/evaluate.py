@@ -42,6 +42,7 @@ class EvalOptions:
     beam: Optional[int] = None
     report_dir: Optional[str] = None  # default RUN/eval_SPLIT_beamK
     buckets: Optional[list[int]] = None
+    min_bucket: Optional[int] = None  # None: the config's eval.min_bucket
     attention_plots: int = 0
     attn_layer: int = -1
     attn_head: Optional[int] = None
@@ -119,10 +120,11 @@ def _buckets(cfg: Config, o: EvalOptions, srcs: list[str]) -> tuple[list[int], d
     asks, since thin buckets of long sentences give noise, not a point; and what was merged."""
     asked = list(o.buckets or cfg.eval.buckets)
     _check_eval_options(asked, o.metrics, o.comet_model)
-    if not cfg.eval.min_bucket:
+    least = cfg.eval.min_bucket if o.min_bucket is None else o.min_bucket
+    if not least:
         return asked, {}
-    bounds = merge_small_buckets(srcs, asked, cfg.eval.min_bucket)
-    merged = {"bucket_merge": {"asked": asked, "min_sentences": cfg.eval.min_bucket}}
+    bounds = merge_small_buckets(srcs, asked, least)
+    merged = {"bucket_merge": {"asked": asked, "min_sentences": least}}
     return bounds, merged if bounds != asked else {}
 
 
