@@ -708,6 +708,16 @@ def test_study_rerun_skips_training_and_rewrites_report(study, capsys):
     assert is_png(out / "bleu_by_length.png")
 
 
+def moved_study(old: Path, out: Path, edit=lambda text: text) -> dict[str, int]:
+    """Copy a study directory to `out` (its runs' stored configs name the new place, then
+    `edit`ed); the modification times of its models' best.pt, to show they stay untouched."""
+    shutil.copytree(old, out)
+    for name in ("seq2seq", "rnnsearch"):
+        stored = out / name / "config.yaml"
+        stored.write_text(edit(stored.read_text().replace(str(old), str(out))), encoding="utf-8")
+    return {n: (out / n / "best.pt").stat().st_mtime_ns for n in ("seq2seq", "rnnsearch")}
+
+
 def test_study_rerun_after_nmt_gained_a_key_or_on_other_threads_skips_training(
     study, tmp_path, capsys
 ):
@@ -715,14 +725,8 @@ def test_study_rerun_after_nmt_gained_a_key_or_on_other_threads_skips_training(
     # retrained; neither a new key at its default nor another thread count changes the model
     path, old = study
     out = tmp_path / "out"
-    shutil.copytree(old, out)
-    for name in ("seq2seq", "rnnsearch"):
-        stored = out / name / "config.yaml"
-        text = stored.read_text(encoding="utf-8")
-        assert "  word_dropout: 0.0\n" in text
-        text = text.replace("  word_dropout: 0.0\n", "").replace(str(old), str(out))  # moved
-        stored.write_text(text, encoding="utf-8")
-    best = {n: (out / n / "best.pt").stat().st_mtime_ns for n in ("seq2seq", "rnnsearch")}
+    assert "  word_dropout: 0.0\n" in (old / "seq2seq" / "config.yaml").read_text()
+    best = moved_study(old, out, lambda text: text.replace("  word_dropout: 0.0\n", ""))
     capsys.readouterr()
     assert main(["study", str(path), "--out", str(out), "--set", "train.threads=1"]) == 0
     assert capsys.readouterr().err.count("skipping training") == 2
@@ -733,11 +737,7 @@ def test_study_rerun_with_other_buckets_rescores_without_retraining(study, tmp_p
     # how a study scores (its eval section) is not what it trains: hours of training stay
     path, old = study
     out = tmp_path / "out"
-    shutil.copytree(old, out)
-    for name in ("seq2seq", "rnnsearch"):  # the study moved with its runs
-        stored = out / name / "config.yaml"
-        stored.write_text(stored.read_text().replace(str(old), str(out)), encoding="utf-8")
-    best = {n: (out / n / "best.pt").stat().st_mtime_ns for n in ("seq2seq", "rnnsearch")}
+    best = moved_study(old, out)
     capsys.readouterr()
     args = ["--set", "eval.buckets=[5]", "--set", "eval.min_bucket=20"]  # 20 test sentences
     assert main(["study", str(path), "--out", str(out), *args]) == 0
