@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from nmt.config import Config
-from nmt.config.load import dump_yaml, load_config, to_dict
+from nmt.config.load import dump_yaml, load_config, to_dict, with_absolute_paths
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 
@@ -184,7 +184,7 @@ class RunDir:
 def _compared(cfg: Config, training_only: bool) -> dict:
     """The config as `same_config` compares it: `RUNTIME_KEYS` left out, and `eval` too for
     `training_only`."""
-    raw = to_dict(cfg)
+    raw = to_dict(with_absolute_paths(cfg))  # a relative path and its absolute form are one file
     for key in RUNTIME_KEYS:
         del raw["train"][key]
     if training_only:

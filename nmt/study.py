@@ -31,6 +31,7 @@ from nmt.config.load import (
     merge_sections,
     read_yaml,
     to_dict,
+    with_absolute_paths,
 )
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
@@ -108,7 +109,9 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()) 
         raw = apply_overrides(merge_sections(study.get("base") or {}, over or {}), list(overrides))
         raw.setdefault("train", {})["run_dir"] = str(out / name)
         where = f"{path} (model '{name}')"
-        cfg = configs[name] = from_dict(raw, where)
+        # input paths stored absolute: configs/NAME.yaml and RUN/config.yaml read the same files
+        # from any working directory
+        cfg = configs[name] = with_absolute_paths(from_dict(raw, where))
         check_trainable(cfg, where)
         if split not in cfg.data.splits:  # caught now, not after hours of training
             raise NmtError(

@@ -750,6 +750,32 @@ def test_study_rerun_with_other_buckets_rescores_without_retraining(study, tmp_p
         assert load_config(out / name / "config.yaml", stored=True).eval.buckets == [5]
 
 
+def test_a_study_model_trains_on_from_its_stored_config_in_another_directory(
+    corpus, tmp_path, monkeypatch
+):
+    # a study's data path is relative to where it ran; its configs/NAME.yaml resumed elsewhere
+    # refused the run ("'data' differs") or would read a wrong folder
+    path = write_study(tmp_path / "study.yaml")
+    study = yaml.safe_load(path.read_text())
+    study["base"]["data"] = {
+        "source": "local",
+        "path": os.path.relpath(corpus, tmp_path),
+        "batch_tokens": 400,
+    }
+    study["models"].pop("rnnsearch")
+    path.write_text(yaml.safe_dump(study))
+    monkeypatch.chdir(tmp_path)
+    assert main(["study", "study.yaml", "--out", "out"]) == 0
+    stored = tmp_path / "out" / "configs" / "seq2seq.yaml"
+    assert load_config(stored).data.path == str(corpus)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    run = str(tmp_path / "out" / "seq2seq")
+    args = ["--resume", "--set", f"train.run_dir={run}", "--set", "train.max_steps=12"]
+    assert main(["train", str(stored), *args]) == 0
+    assert [int(p.stem.split("_")[1]) for p in step_checkpoints(Path(run))][-1] == 12
+
+
 def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp_path):
     _, old = study
     out = tmp_path / "out"

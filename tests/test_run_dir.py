@@ -122,3 +122,24 @@ def test_reports_are_the_eval_directories_of_the_run(tmp_path):
     assert not RunDir.is_report_of_run(run.report("test", 5))  # no config.yaml beside it
     touch(run.config)
     assert RunDir.is_report_of_run(run.report("test", 5))
+
+
+def test_a_run_stored_with_a_relative_path_is_the_same_run_as_its_absolute_path(
+    tmp_path, monkeypatch
+):
+    # studies stored their working-directory paths as written; a rerun must not wipe those runs
+    monkeypatch.chdir(tmp_path)
+    relative = make_config(
+        data={"source": "local", "path": "data/corpus"}, train={"run_dir": str(tmp_path / "r")}
+    )
+    run = RunDir(relative.train.run_dir).create(relative)
+    absolute = make_config(
+        data={"source": "local", "path": str(tmp_path / "data" / "corpus")},
+        train={"run_dir": str(tmp_path / "r")},
+    )
+    assert run.same_config(absolute)
+    elsewhere = make_config(
+        data={"source": "local", "path": str(tmp_path / "other")},
+        train={"run_dir": str(tmp_path / "r")},
+    )
+    assert not run.same_config(elsewhere)

@@ -219,6 +219,19 @@ def _resolve_paths(raw: dict, folder: Path) -> None:
             node[key] = os.path.abspath(folder / value)
 
 
+def with_absolute_paths(cfg: Config) -> Config:
+    """`cfg` with its relative input paths made absolute against the working directory, where
+    a `--set` value, a study file's paths and a run's stored config have them: the same files
+    then compare equal however they were written, and a stored config works from anywhere."""
+    sections = {}
+    for section, key in path_keys():
+        node = sections.get(section, getattr(cfg, section))
+        value = getattr(node, key)
+        if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+            sections[section] = dataclasses.replace(node, **{key: os.path.abspath(value)})
+    return dataclasses.replace(cfg, **sections) if sections else cfg
+
+
 def _bases(raw: dict, path: Path) -> list[str]:
     bases = raw.pop("base", [])
     bases = [bases] if isinstance(bases, str) else bases

@@ -15,7 +15,7 @@ import torch
 
 from nmt.checkpoint import average_checkpoints, load_checkpoint, tokenizer_from_payload
 from nmt.config import Config
-from nmt.config.load import check_trainable
+from nmt.config.load import check_trainable, with_absolute_paths
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
@@ -54,8 +54,10 @@ def _resume_checkpoint(cfg: Config) -> Path:
         raise NmtError(f"--resume: run directory {run.path} has no checkpoint to resume") from None
     old = run.saved_config()
     if old is not None:
+        # a path written relative or absolute is the same file
+        was, now = with_absolute_paths(old), with_absolute_paths(cfg)
         for section in COMPARED_SECTIONS:
-            if getattr(old, section) != getattr(cfg, section):
+            if getattr(was, section) != getattr(now, section):
                 raise NmtError(
                     f"--resume: '{section}' in the config differs from the run in "
                     f"{run.path} (data, vocab and model must stay as they were)"
