@@ -210,12 +210,17 @@ def path_keys() -> list[tuple[str, str]]:
     ]
 
 
+def _is_relative(value: Any) -> bool:
+    """Whether a path key's value is a relative path (~ counts as absolute)."""
+    return isinstance(value, str) and bool(value) and not os.path.isabs(os.path.expanduser(value))
+
+
 def _resolve_paths(raw: dict, folder: Path) -> None:
     """Make the file's relative input paths absolute against `folder` (in place)."""
     for section, key in path_keys():
         node = raw.get(section)
         value = node.get(key) if isinstance(node, dict) else None
-        if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+        if _is_relative(value):
             node[key] = os.path.abspath(folder / value)
 
 
@@ -227,7 +232,7 @@ def with_absolute_paths(cfg: Config) -> Config:
     for section, key in path_keys():
         node = sections.get(section, getattr(cfg, section))
         value = getattr(node, key)
-        if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+        if _is_relative(value):
             sections[section] = dataclasses.replace(node, **{key: os.path.abspath(value)})
     return dataclasses.replace(cfg, **sections) if sections else cfg
 
