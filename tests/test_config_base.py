@@ -171,15 +171,38 @@ def test_the_local_multi30k_configs_inherit_from_the_hub_ones():
         assert local.eval == hub.eval and local.vocab == hub.vocab
 
 
-def test_the_en_de_recipes_are_the_de_en_ones_reversed():
+def test_the_en_de_recipes_read_the_de_en_corpus_reversed():
     for arch in ("transformer", "rnnsearch"):
         for twin in ("", "_local"):
             de_en = load_config(REPO / "configs" / "multi30k" / "de-en" / f"{arch}{twin}.yaml")
             en_de = load_config(REPO / "configs" / "multi30k" / "en-de" / f"{arch}{twin}.yaml")
             assert (en_de.data.src_lang, en_de.data.tgt_lang) == ("en", "de")
-            assert en_de.model == de_en.model
-            assert en_de.train.max_steps >= de_en.train.max_steps  # into German may train longer
-            assert en_de.data.source == de_en.data.source
+            assert (en_de.data.source, en_de.data.path) == (de_en.data.source, de_en.data.path)
+            assert en_de.vocab == de_en.vocab
+    rnnsearch = "configs/multi30k/{}/rnnsearch.yaml"
+    assert (
+        load_config(REPO / rnnsearch.format("en-de")).model
+        == load_config(REPO / rnnsearch.format("de-en")).model
+    )
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "configs" / "multi30k").glob("*/*_local.yaml")
+        if p.name != "corpus_local.yaml"
+    ),
+)
+def test_a_local_twin_differs_from_its_recipe_only_in_where_the_data_and_the_run_live(recipe):
+    local = load_config(REPO / recipe)
+    hub = load_config(REPO / recipe.replace("_local", ""))
+    where = dict(source="local", hub_name=None, path=local.data.path, format="text")
+    assert replace(hub.data, **where, splits=local.data.splits) == local.data
+    assert (
+        replace(hub, data=local.data, train=replace(hub.train, run_dir=local.train.run_dir))
+        == local
+    )
 
 
 def test_a_symlinked_shared_folder_reads_and_keys_the_same_corpus(tmp_path):
