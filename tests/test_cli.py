@@ -142,6 +142,15 @@ def reports(runs, tmp_path_factory) -> dict[str, Path]:
 # ---------------------------------------------------------------------------------- evaluate
 
 
+def test_scores_json_records_the_decode_settings_the_flags_chose(runs, tmp_path):
+    report = tmp_path / "report"
+    args = ["evaluate", str(runs["transformer"]), "--split", "test", "--report", str(report)]
+    assert main([*args, "--beam", "3", "--alpha", "1.4"]) == 0
+    decode = scores_of(report)["decode"]
+    assert (decode["beam"], decode["alpha"], decode["int8"]) == (3, 1.4, False)
+    assert {"max_len_a", "max_len_b", "no_repeat_ngram"} <= set(decode)
+
+
 def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path, capsys):
     report = tmp_path / "report"
     assert (

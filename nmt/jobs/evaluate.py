@@ -92,6 +92,9 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
     scores.update(
         {
             "beam": k,
+            # every setting that shaped the output (alpha, length limits...), so a score says
+            # how it was decoded
+            "decode": {**dataclasses.asdict(cfg.decode), "beam": k, "int8": o.int8},
             "checkpoint": meta["path"],
             "step": meta["step"],
             "split": test_set["split"],
