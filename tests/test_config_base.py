@@ -179,6 +179,7 @@ def test_the_en_de_recipes_read_the_de_en_corpus_reversed():
             assert (en_de.data.src_lang, en_de.data.tgt_lang) == ("en", "de")
             assert (en_de.data.source, en_de.data.path) == (de_en.data.source, de_en.data.path)
             assert en_de.vocab == de_en.vocab
+            assert en_de.train.max_steps >= de_en.train.max_steps  # into German may train longer
     rnnsearch = "configs/multi30k/{}/rnnsearch.yaml"
     assert (
         load_config(REPO / rnnsearch.format("en-de")).model
