@@ -125,13 +125,14 @@ class Trainer:
         return self.stops.interrupted
 
     # ---------------------------------------------------------------- checkpoints and time
-    def save(self, best: bool = False, rngs: Optional[list] = None) -> None:
+    def save(self, best: bool = False, rngs: Optional[list] = None, bookmark: bool = False) -> None:
         """Write a checkpoint (rank 0) holding every rank's generator states; without `rngs`
-        this gathers them, so then every rank must call it."""
+        this gathers them, so then every rank must call it. `bookmark`: saved on a signal,
+        only to resume from (see `TrainCheckpoints`)."""
         rngs = rngs if rngs is not None else self.checkpoints.gather_rngs()
         if self.main:
             self.clock.tick(self.p)  # the checkpoint carries the training time so far
-            self.checkpoints.save(self, self.p, best, rngs)
+            self.checkpoints.save(self, self.p, best, rngs, bookmark)
 
     def resume(self, path: Path) -> None:
         self.p = self.checkpoints.resume(path, self)
@@ -234,8 +235,8 @@ class Trainer:
                 while self.stop_reason is None:
                     self._train_epoch()
                 self.clock.tick(self.p)
-                if self.interrupted:
-                    self.save()  # interrupted: keep the work, skip the (slow) validation
+                if self.interrupted:  # keep the work, skip the (slow) validation
+                    self.save(bookmark=True)
                 elif self._last_valid != self.p.step:
                     self._validate_and_checkpoint()
         finally:

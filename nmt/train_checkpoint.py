@@ -37,10 +37,15 @@ class Progress:
 
 
 class TrainCheckpoints:
-    """The run's step and best checkpoints, written by rank 0 and read back on resume."""
+    """The run's step and best checkpoints, written by rank 0 and read back on resume.
+
+    A checkpoint saved on a signal is a bookmark: it is where a resumed run starts, and it is
+    deleted by the resumed run's next save, so the kept and averaged step checkpoints
+    (train.keep_last, train.average_last) are those of a run that was never interrupted."""
 
     def __init__(self, run: RunDir, cfg: Config, tokenizer: Tokenizer, dist: DistInfo) -> None:
         self.run, self.cfg, self.tokenizer, self.dist = run, cfg, tokenizer, dist
+        self.resumed_bookmark: Optional[Path] = None
 
     def payload(self, parts: Optimised, progress: Progress, rngs: Optional[list] = None) -> dict:
         rngs = rngs or [rng_state(self.dist.device)]
@@ -62,16 +67,27 @@ class TrainCheckpoints:
         """Every rank's generator states (a collective: all ranks call it)."""
         return all_gather_objects(rng_state(self.dist.device), self.dist.world)
 
-    def save(self, parts: Optimised, progress: Progress, best: bool, rngs: list) -> None:
-        """Write step checkpoint (and best.pt) on rank 0; prune old step checkpoints."""
+    def save(
+        self, parts: Optimised, progress: Progress, best: bool, rngs: list, bookmark: bool = False
+    ) -> None:
+        """Write step checkpoint (and best.pt) on rank 0; prune old step checkpoints. A
+        `bookmark` (saved on a signal) prunes nothing, and is not written over a checkpoint of
+        the same step: that one already holds this state."""
         if self.dist.rank != 0:
             return
+        path = self.run.step_checkpoint(progress.step)
+        if bookmark and path.exists():
+            return
         self.run.checkpoints.mkdir(exist_ok=True)
-        payload = self.payload(parts, progress, rngs)
-        save_checkpoint(self.run.step_checkpoint(progress.step), payload)
-        if best:
+        payload = {**self.payload(parts, progress, rngs), "bookmark": bookmark}
+        save_checkpoint(path, payload)
+        if best:  # never a bookmark: a signal's save skips validation
             save_checkpoint(self.run.best, payload)
-        self.run.prune(self.cfg.train.keep_last)
+        if self.resumed_bookmark not in (None, path):  # superseded by this later checkpoint
+            self.resumed_bookmark.unlink(missing_ok=True)  # type: ignore[union-attr]
+        self.resumed_bookmark = None
+        if not bookmark:
+            self.run.prune(self.cfg.train.keep_last)
 
     def resume(self, path: Path, parts: Optimised) -> Progress:
         """Load `path` into `parts` and this rank's generators; the progress to continue from."""
@@ -86,6 +102,7 @@ class TrainCheckpoints:
         parts.sched.load_state_dict(ck["schedule"])
         parts.scaler.load_state_dict(ck["scaler"])
         p = Progress(**ck["progress"])
+        self.resumed_bookmark = path if ck.get("bookmark") else None
         rank, rngs = self.dist.rank, ck.get("rng_ranks") or [ck["rng"]]
         if rank < len(rngs):
             set_rng_state(rngs[rank], self.dist.device)

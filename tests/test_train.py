@@ -193,6 +193,37 @@ def test_resume_after_a_signal_validates_the_unvalidated_last_steps(tmp_path, mo
     assert load_checkpoint(again.run / "best.pt")["step"] in (2, 3)
 
 
+def test_a_run_interrupted_between_checkpoints_keeps_and_averages_what_an_unbroken_run_does(
+    tmp_path, monkeypatch
+):
+    import nmt.train as train_mod
+
+    real_step = train_mod.Trainer.train_step
+
+    def sigterm_after_step_9(self, batches):
+        out = real_step(self, batches)
+        if self.p.step == 8:
+            self.stops.signal = "SIGTERM"
+        return out
+
+    keep = ["train.keep_last=3", "train.average_last=3"]
+    unbroken = train_job.train(
+        load_config(write_config(tmp_path / "a", "seq2seq", max_steps=12, valid_every=2), keep)
+    ).run
+    cfg = write_config(tmp_path / "b", "seq2seq", max_steps=12, valid_every=2)
+    monkeypatch.setattr(train_mod.Trainer, "train_step", sigterm_after_step_9)
+    run = train_job.train(load_config(cfg, keep)).run
+    # the signal's checkpoint (step 9) is where the run resumes; it prunes none of 4, 6, 8
+    assert [p.name for p in step_checkpoints(run)] == [f"step_{s}.pt" for s in (4, 6, 8, 9)]
+    monkeypatch.setattr(train_mod.Trainer, "train_step", real_step)
+    train_job.train(load_config(cfg, keep), resume=True)
+    assert [p.name for p in step_checkpoints(run)] == [p.name for p in step_checkpoints(unbroken)]
+    assert [p.name for p in step_checkpoints(run)] == ["step_8.pt", "step_10.pt", "step_12.pt"]
+    a, b = _params(unbroken / "averaged.pt"), _params(run / "averaged.pt")
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6, rtol=0), k
+
+
 def test_without_a_validation_split_best_is_the_latest_model(tmp_path):
     cfg = write_config(tmp_path, "seq2seq", max_steps=6, valid_every=2)
     run = train_job.train(load_config(cfg, ["data.splits={train: train}"])).run
