@@ -1,14 +1,16 @@
-"""Atomic file writes: a crash, kill -9 or full disk never leaves a half-written file behind."""
+"""Atomic file writes: a crash, kill -9 or full disk never leaves a half-written file behind; and
+the lock files that keep two processes from writing the same thing at once."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Union
+from typing import Callable, Iterator, Optional, Union
 
 from nmt.errors import NmtError
 
@@ -65,3 +67,21 @@ def refuse_to_replace(paths: list[Path], where: str | os.PathLike, overwrite: bo
         raise NmtError(
             f"{where} already holds {', '.join(existing)}; pass --overwrite to replace them"
         )
+
+
+@contextmanager
+def locked(path: Path, on_wait: Optional[Callable[[], None]] = None) -> Iterator[None]:
+    """Hold an exclusive lock on the file `path` (created if missing) for the block; the kernel
+    drops it when its holder dies, even by SIGKILL. `on_wait` is called once if another process
+    holds it, before waiting for it."""
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

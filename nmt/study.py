@@ -12,10 +12,14 @@ interrupted ones resumed, so rerunning a study continues it.
 
 from __future__ import annotations
 
+import ctypes
 import difflib
 import json
 import logging
 import multiprocessing
+import os
+import signal
+import sys
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -35,7 +39,7 @@ from nmt.config.load import (
 )
 from nmt.errors import NmtError
 from nmt.evaluate import load_scores
-from nmt.files import atomic_write
+from nmt.files import atomic_write, locked
 from nmt.jobs import evaluate as evaluate_job
 from nmt.jobs import train as train_job
 from nmt.logs import setup_logging
@@ -124,9 +128,20 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()) 
 _stop = None  # in a worker process: set by the study when another model has failed
 
 
-def _worker_init(stop) -> None:
+def _worker_init(stop, study_pid: int) -> None:
     global _stop
     _stop = stop
+    _stop_with_the_study(study_pid)
+
+
+def _stop_with_the_study(study_pid: int) -> None:
+    """SIGTERM this worker when the study's process dies, even by SIGKILL (Linux's parent-death
+    signal): a model in training then saves a checkpoint and stops, where it would otherwise train
+    on, unseen, beside the next run of the study."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != study_pid:  # the study died before the line above took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _train_and_evaluate(
@@ -147,6 +162,20 @@ def _run_model(name: str, cfg_dict: dict, where: str, split: str, beams: list[in
     cfg = from_dict(cfg_dict, where)
     setup_logging(tag=name)
     run = RunDir(cfg.train.run_dir)
+
+    def waiting() -> None:
+        log.info(f"study: waiting for the process still training {name} in {run.path} to stop")
+
+    # one process per model: a worker of an earlier, killed run of the study may still be
+    # saving its checkpoint
+    with locked(run.path.parent / f".{run.path.name}.lock", waiting):
+        return _trained_and_scored(name, cfg, run, where, split, beams)
+
+
+def _trained_and_scored(
+    name: str, cfg: Config, run: RunDir, where: str, split: str, beams: list[int]
+) -> dict:
+    """The model trained (resumed, or skipped when done) and its scores by beam."""
     # finished with this config (a change to what it trains means the old run is stale; a
     # change to how it is scored, the `eval` section, only its scores)
     if run.trained_reason() is not None and run.same_config(cfg, training_only=True):
@@ -266,7 +295,7 @@ def _run_side_by_side(jobs: dict[str, tuple], configs: dict[str, Any], workers: 
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
     with ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(stop,)
+        max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(stop, os.getpid())
     ) as pool:
         # Longest budgets first, so the slowest model does not start last.
         order = sorted(

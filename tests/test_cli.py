@@ -845,6 +845,70 @@ def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, 
     assert "training seq2seq (resuming)" in capsys.readouterr().err
 
 
+def _wait_until_unlocked(lock: Path, timeout: float = 120) -> None:
+    import fcntl
+    import time
+
+    end = time.time() + timeout
+    with open(lock, "a") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                assert time.time() < end, f"{lock} is still held"
+                time.sleep(0.1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+def test_a_parallel_study_killed_with_sigkill_stops_its_workers_and_ends_with_the_same_table(
+    tmp_path,
+):
+    import time
+
+    path = write_study(tmp_path / "study.yaml", parallel=2)
+    study = yaml.safe_load(path.read_text())
+    # every checkpoint is kept and averaged, so a stray one would change the scores
+    study["base"]["train"].update(max_steps=80, valid_every=10, keep_last=20, average_last=20)
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    unbroken, out = tmp_path / "unbroken", tmp_path / "out"
+    assert main(["study", str(path), "--out", str(unbroken)]) == 0
+
+    with open(tmp_path / "killed.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nmt", "study", str(path), "--out", str(out)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+        )
+        try:
+            end = time.time() + 120
+            while not list(out.glob("*/checkpoints/step_*.pt")):
+                assert time.time() < end and proc.poll() is None, "no checkpoint was written"
+                time.sleep(0.05)
+            proc.kill()  # SIGKILL to the study's process only, as a scheduler or `kill -9` does
+        finally:
+            proc.kill()
+            proc.wait()
+    for name in ("seq2seq", "rnnsearch"):
+        _wait_until_unlocked(out / f".{name}.lock")  # its worker stopped on its own
+    # they stopped where they were: neither trained on to its 80 steps
+    assert not list(out.glob("*/trained.json"))
+
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    got = json.loads((out / "study.json").read_text())
+    want = json.loads((unbroken / "study.json").read_text())
+    for name in ("seq2seq", "rnnsearch"):
+        for run in (got[name], want[name]):  # where and how long it trained may differ
+            assert run.pop("checkpoint").endswith(f"{name}/averaged.pt")
+            del run["train_seconds"]
+        assert got[name] == want[name], name
+        assert sorted(p.name for p in (out / name / "checkpoints").iterdir()) == sorted(
+            p.name for p in (unbroken / name / "checkpoints").iterdir()
+        )
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

@@ -12,7 +12,6 @@ process reading the same corpus shares one copy in the page cache, and none keep
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -20,7 +19,6 @@ import os
 import shutil
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Optional
@@ -35,6 +33,7 @@ from nmt.data.heap import give_back_freed_memory
 from nmt.data.subword_sample import train_subwords
 from nmt.data.tokenizer import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS, Tokenizer
 from nmt.errors import NmtError
+from nmt.files import locked
 
 log = logging.getLogger("nmt")
 # 2: lengths and filter decisions also in .npy files; larger record batches. 3: the kept rows
@@ -119,17 +118,6 @@ def corpus_key(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> str:
     return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock the kernel drops when its holder dies (even by SIGKILL)."""
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def ensure_prepared(
     cfg: Config, progress: bool = False, tokenizer: Optional[Tokenizer] = None
 ) -> tuple[Path, bool]:
@@ -140,7 +128,7 @@ def ensure_prepared(
     if (final / "meta.json").is_file():
         return final, False
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f".{key}.lock"):
+    with locked(root / f".{key}.lock"):
         if (final / "meta.json").is_file():  # built by another process while we waited
             return final, False
         for stale in root.glob(f".tmp-{key}-*"):  # left by a killed prepare: the lock was free
