@@ -209,6 +209,8 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> dict:
         "scaler",
         "progress",
         "rng",
+        "rng_ranks",
+        "bookmark",
         "format_version",
         "nmt_version",
     )

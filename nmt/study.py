@@ -126,21 +126,29 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()) 
 
 
 _stop = None  # in a worker process: set by the study when another model has failed
+_study_pid: Optional[int] = None  # in a worker process: the study's process
 
 
 def _worker_init(stop, study_pid: int) -> None:
-    global _stop
-    _stop = stop
-    _stop_with_the_study(study_pid)
+    global _stop, _study_pid
+    _stop, _study_pid = stop, study_pid
+    _stop_with_the_study()
 
 
-def _stop_with_the_study(study_pid: int) -> None:
+def _study_is_gone() -> bool:
+    return _study_pid is not None and os.getppid() != _study_pid
+
+
+def _stop_with_the_study() -> None:
     """SIGTERM this worker when the study's process dies, even by SIGKILL (Linux's parent-death
     signal): a model in training then saves a checkpoint and stops, where it would otherwise train
     on, unseen, beside the next run of the study."""
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != study_pid:  # the study died before the line above took effect
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        if libc.prctl(ctypes.c_int(pr_set_pdeathsig), ctypes.c_ulong(signal.SIGTERM)) != 0:
+            log.warning(f"study worker: prctl failed ({os.strerror(ctypes.get_errno())})")
+    if _study_is_gone():  # the study died before the line above took effect
         os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -154,11 +162,18 @@ def _train_and_evaluate(
         return _run_model(name, cfg_dict, where, split, beams)
     except NmtError as e:
         raise NmtError(f"study model '{name}': {e}") from None
+    finally:
+        # A worker whose study died takes no next model (the pool may have queued one) and
+        # does not wait for work that will never come.
+        if _study_is_gone():
+            os._exit(143)
 
 
 def _run_model(name: str, cfg_dict: dict, where: str, split: str, beams: list[int]) -> dict:
     if _stop is not None and _stop.is_set():
         raise NmtError("not started: another model failed")
+    if _study_is_gone():
+        raise NmtError("not started: the study's process is gone")
     cfg = from_dict(cfg_dict, where)
     setup_logging(tag=name)
     run = RunDir(cfg.train.run_dir)
