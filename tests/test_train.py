@@ -193,30 +193,55 @@ def test_resume_after_a_signal_validates_the_unvalidated_last_steps(tmp_path, mo
     assert load_checkpoint(again.run / "best.pt")["step"] in (2, 3)
 
 
-def test_a_run_interrupted_between_checkpoints_keeps_and_averages_what_an_unbroken_run_does(
-    tmp_path, monkeypatch
-):
-    import nmt.train as train_mod
+def _sigterm_after_step(train_mod, at: int, monkeypatch) -> None:
+    """The trainer gets SIGTERM during step `at` (or, for the step it resumes at, before its
+    first step)."""
+    real_step, real_train = train_mod.Trainer.train_step, train_mod.Trainer.train
 
-    real_step = train_mod.Trainer.train_step
-
-    def sigterm_after_step_9(self, batches):
+    def step(self, batches):
         out = real_step(self, batches)
-        if self.p.step == 8:
+        if self.p.step + 1 == at:  # p.step counts this step once train_step returns
             self.stops.signal = "SIGTERM"
         return out
+
+    def train(self):
+        if self.p.step == at:
+            self.stops.signal = "SIGTERM"
+        return real_train(self)
+
+    monkeypatch.setattr(train_mod.Trainer, "train_step", step)
+    monkeypatch.setattr(train_mod.Trainer, "train", train)
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [
+        [9],  # between checkpoints: the signal's checkpoint (a bookmark) is step 9
+        [8],  # right after the step-8 checkpoint, which is not written over
+        [9, 11],  # twice: the second bookmark replaces the first
+        [9, 9],  # again before any step: the bookmark stays where it is
+    ],
+)
+def test_an_interrupted_run_keeps_and_averages_what_an_unbroken_run_does(
+    tmp_path, monkeypatch, signals
+):
+    import nmt.train as train_mod
 
     keep = ["train.keep_last=3", "train.average_last=3"]
     unbroken = train_job.train(
         load_config(write_config(tmp_path / "a", "seq2seq", max_steps=12, valid_every=2), keep)
     ).run
     cfg = write_config(tmp_path / "b", "seq2seq", max_steps=12, valid_every=2)
-    monkeypatch.setattr(train_mod.Trainer, "train_step", sigterm_after_step_9)
-    run = train_job.train(load_config(cfg, keep)).run
-    # the signal's checkpoint (step 9) is where the run resumes; it prunes none of 4, 6, 8
-    assert [p.name for p in step_checkpoints(run)] == [f"step_{s}.pt" for s in (4, 6, 8, 9)]
-    monkeypatch.setattr(train_mod.Trainer, "train_step", real_step)
-    train_job.train(load_config(cfg, keep), resume=True)
+    for i, at in enumerate(signals):
+        _sigterm_after_step(train_mod, at, monkeypatch)
+        result = train_job.train(load_config(cfg, keep), resume=i > 0)
+        monkeypatch.undo()
+        assert result.interrupted
+        # it resumes from step `at`; no checkpoint before it was pruned for its sake
+        kept = list(range(2, at + 1, 2))[-3:] + ([at] if at % 2 else [])
+        assert [p.name for p in step_checkpoints(result.run)] == [f"step_{s}.pt" for s in kept]
+        assert load_checkpoint(step_checkpoints(result.run)[-1])["step"] == at
+    run = train_job.train(load_config(cfg, keep), resume=True).run
     assert [p.name for p in step_checkpoints(run)] == [p.name for p in step_checkpoints(unbroken)]
     assert [p.name for p in step_checkpoints(run)] == ["step_8.pt", "step_10.pt", "step_12.pt"]
     a, b = _params(unbroken / "averaged.pt"), _params(run / "averaged.pt")
