@@ -5,6 +5,7 @@ Everything that can fail on user input runs before anything is written.
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,52 +205,59 @@ def train(
     check_trainable(cfg, where)
     dist = init(cfg.train.device, cfg.train.dist_timeout_minutes)
     try:
-        if dist.world == 1:
-            dist.device = resolve_device(cfg.train)
-        autocast_for(cfg.train.precision, dist.device)  # fp16 on CPU fails here, before work
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
-        # Everything that can fail on user input (run dir, data, subwords, building the model)
-        # runs before anything is written, so a mistake leaves no half-made run behind.
-        ckpt_path = _resume_checkpoint(cfg) if resume else None
-        if not resume and dist.rank == 0:
-            _check_run_dir(cfg, overwrite)
-        setup_logging(None, dist.rank, log_tag)
-        seed_everything(cfg.train.seed)
-        tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
-        parent = load_parent(cfg) if cfg.train.init_from and not resume else None
-        tok = parent.tokenizer if parent else tok
-        # A fine-tuned run is encoded with its parent's subwords (on resume, its checkpoint's:
-        # the same ones), never with new ones trained on the new data.
-        corpus = _training_corpus(cfg, dist.rank, tok, tok if cfg.train.init_from else None)
-        # Only rank 0 validates: the other ranks neither read the split nor import `datasets`.
-        valid = (
-            load_split(cfg.data, "valid") if "valid" in cfg.data.splits and dist.rank == 0 else None
-        )
-        model = build_model(
-            cfg.model, corpus.tokenizer.src_vocab_size, corpus.tokenizer.tgt_vocab_size
-        )
-        run = RunDir(cfg.train.run_dir)
-        if dist.rank == 0:
-            run.create(cfg, overwrite=overwrite and not resume)
-            corpus.tokenizer.save(run.path)
-        barrier()
-        setup_logging(run, dist.rank, log_tag)
-        trainer = _trainer(cfg, corpus, valid, model, run, dist, parent)
-        trainer.progress_bar = progress_bar
-        if ckpt_path is not None:
-            trainer.resume(ckpt_path)
-        if dist.rank == 0:  # an average of an earlier stop must not stand for the continued run
-            run.averaged.unlink(missing_ok=True)
-        trainer.train()
-        if cfg.train.average_last and dist.rank == 0 and not trainer.interrupted:
-            steps = run.step_checkpoints()[-cfg.train.average_last :]
-            average_checkpoints(steps, run.averaged)
-            log.info(f"averaged the last {len(steps)} checkpoint(s) into {run.averaged}")
-        barrier()  # an interrupted run exits non-zero: no rank may leave before rank 0 saved
-        return TrainResult(run.path, trainer.stop_reason or "", trainer.interrupted)
+        return _train(cfg, dist, overwrite, resume, log_tag, progress_bar)
     finally:
+        # A DDP model (and its gloo/NCCL work) still alive when the process group is destroyed
+        # can abort the process as it exits ("terminate called without an active exception"):
+        # _train's frame is gone here, and the trainer's reference cycles are collected now.
+        if dist.world > 1:
+            gc.collect()
         cleanup()
+
+
+def _train(
+    cfg: Config, dist, overwrite: bool, resume: bool, log_tag: str, progress_bar: bool
+) -> TrainResult:
+    if dist.world == 1:
+        dist.device = resolve_device(cfg.train)
+    autocast_for(cfg.train.precision, dist.device)  # fp16 on CPU fails here, before work
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    # Everything that can fail on user input (run dir, data, subwords, building the model)
+    # runs before anything is written, so a mistake leaves no half-made run behind.
+    ckpt_path = _resume_checkpoint(cfg) if resume else None
+    if not resume and dist.rank == 0:
+        _check_run_dir(cfg, overwrite)
+    setup_logging(None, dist.rank, log_tag)
+    seed_everything(cfg.train.seed)
+    tok = tokenizer_from_payload(load_checkpoint(ckpt_path)["tokenizer"]) if ckpt_path else None
+    parent = load_parent(cfg) if cfg.train.init_from and not resume else None
+    tok = parent.tokenizer if parent else tok
+    # A fine-tuned run is encoded with its parent's subwords (on resume, its checkpoint's:
+    # the same ones), never with new ones trained on the new data.
+    corpus = _training_corpus(cfg, dist.rank, tok, tok if cfg.train.init_from else None)
+    # Only rank 0 validates: the other ranks neither read the split nor import `datasets`.
+    valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits and dist.rank == 0 else None
+    model = build_model(cfg.model, corpus.tokenizer.src_vocab_size, corpus.tokenizer.tgt_vocab_size)
+    run = RunDir(cfg.train.run_dir)
+    if dist.rank == 0:
+        run.create(cfg, overwrite=overwrite and not resume)
+        corpus.tokenizer.save(run.path)
+    barrier()
+    setup_logging(run, dist.rank, log_tag)
+    trainer = _trainer(cfg, corpus, valid, model, run, dist, parent)
+    trainer.progress_bar = progress_bar
+    if ckpt_path is not None:
+        trainer.resume(ckpt_path)
+    if dist.rank == 0:  # an average of an earlier stop must not stand for the continued run
+        run.averaged.unlink(missing_ok=True)
+    trainer.train()
+    if cfg.train.average_last and dist.rank == 0 and not trainer.interrupted:
+        steps = run.step_checkpoints()[-cfg.train.average_last :]
+        average_checkpoints(steps, run.averaged)
+        log.info(f"averaged the last {len(steps)} checkpoint(s) into {run.averaged}")
+    barrier()  # an interrupted run exits non-zero: no rank may leave before rank 0 saved
+    return TrainResult(run.path, trainer.stop_reason or "", trainer.interrupted)
 
 
 def _trainer(
