@@ -37,7 +37,7 @@ def _rnn_output(rnn_type: str, bidirectional: bool, packed: bool) -> torch.Tenso
     x = torch.randn(3, 5, 8)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         if packed:
-            return rnn_mod.run_packed(rnn, x, _sources()[1])[0]
+            return rnn_mod.run_masked(rnn, x, _sources()[1])[0]
         return rnn_mod.run_rnn(rnn, x)[0]
 
 
@@ -60,7 +60,7 @@ def test_recurrent_layers_run_in_bf16_where_the_device_runs_bf16(monkeypatch, rn
     rnn = rnn_mod.make_rnn(rnn_type, 8, 16, 1, 0.0, bidirectional=True)
     x = torch.randn(3, 5, 8, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out, _ = rnn_mod.run_packed(rnn, x, _sources()[1])
+        out, _ = rnn_mod.run_masked(rnn, x, _sources()[1])
     assert out.dtype == torch.bfloat16
     out.float().sum().backward()
     # the bf16 copies were made for the call: the gradient lands on the fp32 master weights

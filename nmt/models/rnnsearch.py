@@ -24,7 +24,7 @@ from nmt.models.attention import build_alignment
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.rnn import DeepOutput, gates, make_rnn, run_packed
+from nmt.models.rnn import DeepOutput, gates, make_rnn, run_masked
 from nmt.models.rnn_config import RNNSearchConfig
 
 
@@ -73,7 +73,7 @@ class RNNSearch(NMTModel):
 
     # -- encoder ---------------------------------------------------------------------------
     def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:
-        memory, h_n = run_packed(self.encoder, self.drop(self.src_emb(src)), src_mask)
+        memory, h_n = run_masked(self.encoder, self.drop(self.src_emb(src)), src_mask)
         h_back = h_n.view(self.layers, 2, *h_n.shape[1:])[-1, 1]  # top layer, backward: h_1
         return EncoderOut(memory, src_mask, final=h_back)
 
@@ -117,10 +117,12 @@ class RNNSearch(NMTModel):
     def features(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         state = self.init_state(self.encode(src, src_mask))
         y = self.drop(self.tgt_emb(tgt_in))  # [B, T, E]
-        gy = self.in_y(y)  # all steps, one matmul
+        # all steps in one matmul; unbind, not gy[:, i]: each slice's backward would add a
+        # zero-filled [B, T, G*H] gradient, T times per batch
+        gys = self.in_y(y).unbind(1)
         t, states, contexts = dict(state.tensors), [], []
-        for i in range(tgt_in.size(1)):
-            context, _, new = self._step(gy[:, i], t)
+        for gy in gys:
+            context, _, new = self._step(gy, t)
             t.update(new)
             states.append(new["h"][:, -1])
             contexts.append(context)

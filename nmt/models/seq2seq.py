@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.rnn import DeepOutput, gates, make_rnn, run_packed, run_rnn
+from nmt.models.rnn import DeepOutput, gates, make_rnn, run_masked, run_rnn
 from nmt.models.rnn_config import Seq2SeqConfig
 
 
@@ -56,7 +56,7 @@ class Seq2Seq(NMTModel):
     def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOut:
         if self.reverse_source:
             src = reverse_tokens(src, src_mask, self.eos_id)
-        memory, h_n = run_packed(self.encoder, self.drop(self.src_emb(src)), src_mask)
+        memory, h_n = run_masked(self.encoder, self.drop(self.src_emb(src)), src_mask)
         return EncoderOut(memory, src_mask, final=h_n[-1])  # c: [B, H]
 
     def init_state(self, enc: EncoderOut) -> State:
