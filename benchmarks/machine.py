@@ -59,9 +59,12 @@ def uptime() -> str:
 
 
 def machine() -> dict:
-    """The common record: CPU model, cores, SIMD flags, load, Python."""
+    """The common record: CPU model, lscpu's family and model numbers (which tell a Zen 4 from a
+    Zen 5 where both are "AMD EPYC"), cores, SIMD flags, load, Python."""
     return {
         "cpu": cpu_model(),
+        "cpu_family": lscpu().get("CPU family", "?"),
+        "cpu_model_number": lscpu().get("Model", "?"),
         "cores": os.cpu_count(),
         "simd_flags": simd_flags(),
         "load": load_avg(),

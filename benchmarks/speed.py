@@ -50,13 +50,27 @@ def training(configs: list[str], reps: int, steps: int, out: Path) -> list[dict]
     return json.loads(out.read_text("utf-8"))["training"]
 
 
-def quick_study(out: Path) -> dict:
-    cmd = [sys.executable, "-m", "nmt", "study", QUICK_STUDY, "--out", str(out)]
+def quick_study(out: Path, study: str = QUICK_STUDY) -> dict:
+    cmd = [sys.executable, "-m", "nmt", "study", study, "--out", str(out)]
     t = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    seconds = round(time.perf_counter() - t, 1)
     if done.returncode:
         raise SystemExit(f"error: the quick study failed:\n{done.stderr[-2000:]}")
-    return {"command": f"nmt study {QUICK_STUDY}", "seconds": round(time.perf_counter() - t, 1)}
+    # what each model learned, so a faster study can be checked against the README's lesson
+    models = {
+        name: {
+            "train_seconds": round(r["train_seconds"], 1),
+            "steps": r["steps"],
+            "bleu": round(r["bleu"], 2),
+            "bleu_by_length": {
+                f"{b['lo']}-{b['hi'] or ''}": b["bleu"] and round(b["bleu"], 2)  # None: empty
+                for b in r["buckets"]
+            },
+        }
+        for name, r in json.loads((out / "study.json").read_text()).items()
+    }
+    return {"command": f"nmt study {study}", "seconds": seconds, "models": models}
 
 
 def _by_config(result: dict) -> dict[str, dict[str, dict]]:

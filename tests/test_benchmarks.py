@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,8 @@ def test_machine_record_names_the_cpu(tmp_path, monkeypatch):
 
     record = machine()
     assert record["cpu"] and record["cores"] >= 1 and len(record["load"]) == 3
+    if shutil.which("lscpu"):  # Zen 4 and Zen 5 are both "AMD EPYC": family and model tell
+        assert record["cpu_family"].isdigit() and record["cpu_model_number"].isdigit()
     write_json(tmp_path / "m.json", {"machine": record})
     assert json.loads((tmp_path / "m.json").read_text())["machine"] == record
 
@@ -202,6 +205,21 @@ def test_the_speed_benchmark_writes_one_json_and_a_table(tmp_path, monkeypatch):
     assert "| transformer training fp32, target tok/s |" in res["table"]
     assert "| transformer training fp32, MFU |" in res["table"]
     assert "| transformer training, bf16 / fp32 |" in res["table"]
+
+
+def test_the_timed_study_reports_what_each_model_learned(tmp_path, monkeypatch):
+    """A faster quick study must keep its lesson: the JSON holds each model's steps, training
+    time and BLEU by length beside the wall time."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.speed import quick_study
+    from test_cli import write_study
+
+    res = quick_study(tmp_path / "out", str(write_study(tmp_path / "study.yaml")))
+    assert res["command"].endswith("study.yaml") and res["seconds"] > 0
+    assert set(res["models"]) == {"seq2seq", "rnnsearch"}
+    for model in res["models"].values():
+        assert model["steps"] == 10 and model["train_seconds"] > 0
+        assert model["bleu_by_length"] and all(k[0].isdigit() for k in model["bleu_by_length"])
 
 
 def test_the_decoding_profile_splits_time_by_phase_layer_and_op(
