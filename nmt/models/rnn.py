@@ -1,5 +1,5 @@
 """Pieces shared by the two RNN architectures (seq2seq and rnnsearch): the recurrent layers, a
-padding-safe packed run, and the deep output layer."""
+run over real tokens only (packed on a GPU, padded on a CPU), and the deep output layer."""
 
 from __future__ import annotations
 
