@@ -101,6 +101,13 @@ def run_masked(rnn: nn.RNNBase, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor
     return out, (h_n[0] if isinstance(h_n, tuple) else h_n)
 
 
+def reversal_index(n: Tensor, length: int) -> Tensor:
+    """[B, length] gather index that reverses each row's first n[b] positions (n: [B, 1]) and
+    leaves the rest in place; applying it twice restores the order."""
+    pos = torch.arange(length, device=n.device).unsqueeze(0)
+    return torch.where(pos < n, n - 1 - pos, pos)
+
+
 def _run_padded(rnn: nn.RNNBase, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """`run_masked` without packing, for the CPU: torch's CPU RNNs over a PackedSequence cut the
     input per time step, and each cut's backward adds a zero-filled gradient of the whole input,
@@ -110,8 +117,7 @@ def _run_padded(rnn: nn.RNNBase, x: Tensor, mask: Tensor) -> tuple[Tensor, Tenso
     on each row's real tokens reversed in place (pads stay last), then is put back in order."""
     B, S = mask.shape
     n = mask.sum(1, keepdim=True).clamp(min=1)  # [B, 1]; an all-pad row reads one pad
-    pos = torch.arange(S, device=x.device).unsqueeze(0)
-    flip = torch.where(pos < n, n - 1 - pos, pos).unsqueeze(-1)  # [B, S, 1], its own inverse
+    flip = reversal_index(n, S).unsqueeze(-1)  # [B, S, 1], its own inverse
     rows = torch.arange(B, device=x.device)
     dirs = 2 if rnn.bidirectional else 1
     out, finals = x, []

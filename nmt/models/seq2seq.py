@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.dropout import Dropout
 from nmt.models.registry import register
-from nmt.models.rnn import DeepOutput, gates, make_rnn, run_masked, run_rnn
+from nmt.models.rnn import DeepOutput, gates, make_rnn, reversal_index, run_masked, run_rnn
 from nmt.models.rnn_config import Seq2SeqConfig
 
 
@@ -31,8 +31,7 @@ def reverse_tokens(src: Tensor, mask: Tensor, eos_id: int) -> Tensor:
     lengths = mask.sum(1, keepdim=True)  # [B, 1]
     last = src.gather(1, (lengths - 1).clamp(min=0))
     n = lengths - (last == eos_id).long()  # tokens to reverse
-    pos = torch.arange(src.size(1), device=src.device).unsqueeze(0)  # [1, S]
-    return src.gather(1, torch.where(pos < n, n - 1 - pos, pos))
+    return src.gather(1, reversal_index(n, src.size(1)))
 
 
 class Seq2Seq(NMTModel):
