@@ -111,7 +111,10 @@ def test_exported_model_translates_like_nmt_greedy_and_beam(trained, tmp_path):
     # (GNMT ((5 + len) / 6) ** alpha here, len ** alpha in CTranslate2), so alpha is 0.
     ours, theirs, ref = both_engines(trained, out, beam=5, alpha=0.0)
     bleu = [sacrebleu.corpus_bleu(h, [ref]).score for h in (ours, theirs)]
-    assert abs(bleu[0] - bleu[1]) <= 0.3, bleu
+    # The same output on (almost) every line: one near-tie that the two engines' arithmetic
+    # breaks apart moves BLEU on 200 lines by about 0.3, hence the share first.
+    assert same_share(ours, theirs) >= 0.98
+    assert abs(bleu[0] - bleu[1]) <= 0.5, bleu
 
 
 def test_both_engines_stop_at_the_same_per_sentence_limit(trained, tmp_path):
