@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.models.dropout import byte_dropout
+
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last dim with exactly 0 weight where mask is False (no NaN if all False)."""
@@ -167,8 +169,9 @@ def low_precision_attention(
 ) -> Tensor:
     """softmax(q k^T / sqrt(d_head) + bias) v with both products in q's dtype (bf16 or fp16)
     and the softmax in fp32, as plain ops. On a CPU torch's fused flash attention is slow in
-    bf16 (its backward 6x slower than in fp32 on an AVX512-BF16 Zen 4), and in fp32 it ran the
-    quick study's shapes (d_head 32, 10-80 positions) 1.3-1.8x slower than this in bf16. The
+    bf16 (forward and backward 1.5-3.9x slower than in fp32 on an AVX512-BF16 Zen 4), and in
+    fp32 it ran the quick study's shapes (d_head 32, 10-80 positions) 1.2-1.9x slower than this
+    in bf16. The
     mask enters as an additive bias (0 or -inf) on the fp32 scores: unlike masked_fill it costs
     nothing in the backward pass. mask: [B, 1, 1, S] bool, True where a query may attend."""
     if causal:
@@ -178,9 +181,7 @@ def low_precision_attention(
     if mask is not None:
         bias = torch.zeros(mask.shape, device=q.device).masked_fill_(~mask, float("-inf"))
         scores = scores.add_(bias)
-    weights = torch.softmax(scores, dim=-1)
-    if dropout > 0:
-        weights = F.dropout(weights, dropout)
+    weights = byte_dropout(torch.softmax(scores, dim=-1), dropout)
     return weights.to(v.dtype) @ v
 
 
