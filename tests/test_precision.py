@@ -99,7 +99,8 @@ def test_every_architecture_trains_and_decodes_under_bf16_autocast_on_cpu(name):
 
 def test_transformer_attention_under_bf16_autocast_on_cpu_skips_the_flash_kernel(monkeypatch):
     """The CPU flash-attention kernel is slow in bf16, so teacher-forced attention runs as plain
-    bf16 products around an fp32 softmax there; the result matches fp32 closely."""
+    bf16 products around an fp32 softmax there; the result matches fp32 closely. Long sequences
+    and fp32 models get the fused kernel (in fp32)."""
     import torch.nn.functional as F
 
     from nmt.models.attention import MultiHeadAttention
@@ -107,7 +108,9 @@ def test_transformer_attention_under_bf16_autocast_on_cpu_skips_the_flash_kernel
     calls = []
     real = F.scaled_dot_product_attention
     monkeypatch.setattr(
-        F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k)
+        F,
+        "scaled_dot_product_attention",
+        lambda q, *a, **k: calls.append(q.dtype) or real(q, *a, **k),
     )
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4, 0.0)
@@ -116,21 +119,26 @@ def test_transformer_attention_under_bf16_autocast_on_cpu_skips_the_flash_kernel
         out = mha(x, x, causal=True)
     assert calls == [] and out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), mha(x, x, causal=True), atol=0.05, rtol=0.05)
-    assert calls == [1]  # fp32: the fused kernel
+    assert calls == [torch.float32]  # fp32: the fused kernel
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert mha(x, torch.randn(2, 200, 16)).dtype == torch.bfloat16
+    assert calls == [torch.float32] * 2  # 200 keys: the fused kernel, in fp32
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_low_precision_attention_equals_fp32_attention_values_and_gradients(causal):
+@pytest.mark.parametrize("L", [6, 130])  # plain ops; past PLAIN_MAX_POSITIONS, fp32 flash
+def test_low_precision_attention_equals_fp32_attention_values_and_gradients(causal, L):
     """Padding (a key mask per sentence) and causal masks, bf16 inputs: values and gradients
     within bf16 rounding of torch's fp32 attention; masked keys get exactly no weight."""
     import torch.nn.functional as F
 
-    from nmt.models.attention import low_precision_attention
+    from nmt.models.attention import PLAIN_MAX_POSITIONS, low_precision_attention
 
+    assert 6 <= PLAIN_MAX_POSITIONS < 130
     torch.manual_seed(0)
-    B, H, L, d = 3, 2, 6, 8
+    B, H, d = 3, 2, 8
     q, k, v = (torch.randn(B, H, L, d) for _ in range(3))
-    mask = None if causal else (torch.arange(L)[None] < torch.tensor([6, 2, 4])[:, None])
+    mask = None if causal else (torch.arange(L)[None] < torch.tensor([L, 2, 4])[:, None])
     mask = None if mask is None else mask[:, None, None, :]
     ins = [t.bfloat16().requires_grad_() for t in (q, k, v)]
     refs = [t.clone().requires_grad_() for t in (q, k, v)]

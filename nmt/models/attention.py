@@ -164,16 +164,28 @@ def attend_mask(key_mask: Tensor) -> Tensor:
     return key_mask[:, None, None, :]
 
 
+PLAIN_MAX_POSITIONS = 128  # beyond this many queries or keys fp32 flash attention ran faster
+
+
 def low_precision_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool, dropout: float
 ) -> Tensor:
-    """softmax(q k^T / sqrt(d_head) + bias) v with both products in q's dtype (bf16 or fp16)
-    and the softmax in fp32, as plain ops. On a CPU torch's fused flash attention is slow in
-    bf16 (forward and backward 1.5-3.9x slower than in fp32 on an AVX512-BF16 Zen 4), and in
-    fp32 it ran the quick study's shapes (d_head 32, 10-80 positions) 1.2-1.9x slower than this
-    in bf16. The
-    mask enters as an additive bias (0 or -inf) on the fp32 scores: unlike masked_fill it costs
-    nothing in the backward pass. mask: [B, 1, 1, S] bool, True where a query may attend."""
+    """Attention for bf16 (or fp16) q, k, v on a CPU, where torch's fused flash attention is slow
+    in bf16 (forward and backward 1.5-3.9x slower than in fp32 on an AVX512-BF16 Zen 4).
+
+    Up to PLAIN_MAX_POSITIONS queries and keys: softmax(q k^T / sqrt(d_head) + bias) v as plain
+    ops, both products in bf16 and the softmax in fp32, the mask an additive 0/-inf bias on the
+    fp32 scores (unlike masked_fill, free in the backward pass). With d_head 32 this ran 1.2-1.9x
+    faster than fp32 flash attention at 33-66 positions and 1.1-1.2x at 128, at the cost of
+    keeping the [B, heads, L, S] weights for the backward. Longer: flash attention in fp32,
+    which was faster at 256 positions and keeps no weights. mask: [B, 1, 1, S] bool, True where
+    a query may attend."""
+    if max(q.size(-2), k.size(-2)) > PLAIN_MAX_POSITIONS:
+        with torch.autocast("cpu", enabled=False):
+            out = F.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), attn_mask=mask, is_causal=causal, dropout_p=dropout
+            )
+        return out.to(q.dtype)
     if causal:
         L = q.size(-2)
         mask = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
