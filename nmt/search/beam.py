@@ -18,6 +18,7 @@ from nmt.search.hypotheses import (
 )
 from nmt.search.rows import beam_rows, expand, reorder, should_compact, take
 from nmt.search.rules import Rules, allowed
+from nmt.search.top_k import row_topk
 
 if TYPE_CHECKING:
     from nmt.models.base import NMTModel
@@ -128,7 +129,7 @@ def _candidates(
     histories [b, 2K, t+1] (and attention histories [b, 2K, t+1, S])."""
     (b, K), V = scores.shape, log_probs.size(-1)
     total = log_probs.view(b, K, V).add_(scores.unsqueeze(-1))
-    top, idx = total.view(b, K * V).topk(2 * K, 1)
+    top, idx = row_topk(total.view(b, K * V), 2 * K)
     origin, tok = idx // V, idx % V
     cand = torch.cat([take(hist, origin), tok.unsqueeze(2)], 2)
     if hist_attn is None or attn is None:

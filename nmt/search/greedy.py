@@ -12,6 +12,7 @@ from nmt.search.hypotheses import Hypothesis, collect, length_penalty, max_lengt
 from nmt.search.rows import should_compact
 from nmt.search.rules import Rules, allowed
 from nmt.search.sampling import Sampler
+from nmt.search.top_k import row_max
 
 if TYPE_CHECKING:
     from nmt.models.base import NMTModel
@@ -52,7 +53,7 @@ def greedy_search(
         hist = out_tok[ids, :t] if rules.no_repeat_ngram else out_tok[:0, :t]  # only n-grams
         log_probs = allowed(model, log_probs, t, limit[ids], shortest, rules, hist, ids)
         if sampler is None:
-            tok_lp, tok = log_probs.max(-1)
+            tok_lp, tok = row_max(log_probs)
         else:
             tok = sampler.pick(log_probs)
             tok_lp = log_probs.gather(1, tok.unsqueeze(1)).squeeze(1)
