@@ -49,3 +49,11 @@ def test_row_topk_with_fewer_finite_values_than_k_matches_torch_values():
     assert torch.equal(val, x.topk(10, -1).values)
     assert idx[:, :3].tolist() == [[100, 102, 101]] * 4
     assert torch.equal(x.gather(1, idx), val)  # every index points at its value
+
+
+def test_rows_that_are_not_contiguous_give_the_same_answers():
+    torch.manual_seed(2)
+    x = torch.randn(3000, 9).t()  # 9 rows of 3,000, each strided
+    assert torch.equal(row_max(x)[1], x.max(-1).indices)
+    val, idx = row_topk(x, 4)
+    assert torch.equal(val, x.topk(4, -1).values) and torch.equal(x.gather(1, idx), val)

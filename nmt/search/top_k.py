@@ -20,10 +20,11 @@ BLOCK = 64
 
 
 def _blocks(x: Tensor) -> tuple[Tensor, int]:
-    """[R, N] -> the first N // BLOCK whole blocks as [R, N // BLOCK, BLOCK] (a view), and the
-    width m they cover (columns m.. are the tail)."""
+    """[R, N] -> the first N // BLOCK whole blocks as [R, N // BLOCK, BLOCK] (a view where rows
+    are contiguous, as log-probabilities are), and the width m they cover (columns m.. are the
+    tail)."""
     m = x.size(1) - x.size(1) % BLOCK
-    return x[:, :m].view(x.size(0), m // BLOCK, BLOCK), m
+    return x[:, :m].reshape(x.size(0), m // BLOCK, BLOCK), m
 
 
 def row_max(x: Tensor) -> tuple[Tensor, Tensor]:
