@@ -2,13 +2,13 @@
 exact, through block maxima on the CPU.
 
 torch's CPU `max(dim)` and `topk` walk a row of thousands of scores in a scalar loop that keeps
-indices, while `amax` over fixed-size blocks is vectorized. On a 2-core Zen 4 (two threads,
-rows of 8,000 and 8,011 log-probabilities), the max of 64-400 rows took 223-1,392 us with
-`max(-1)` and 94-298 us here; beam search's top 10 of 5 x 8,000 for 40-200 sentences took
-989-5,333 us with `topk` and 282-1,975 us here. The k blocks with the largest maxima hold the k largest values (a value outside
-them has k block maxima at least as large above it), so searching only those blocks returns the
-same values; for the max also the same index (the first, as `torch.max`). Which of several
-equal values top-k returns is unspecified, as with `torch.topk`.
+indices, while `amax` over fixed-size blocks is vectorized. On a 2-core Zen 4 (two threads, rows of
+8,000 and 8,011 log-probabilities), the max of 64-400 rows took 223-1,392 us with `max(-1)` and
+94-298 us here; beam search's top 10 of 5 x 8,000 for 40-200 sentences took 989-5,333 us with
+`topk` and 282-1,975 us here. The k blocks with the largest maxima hold the k largest values (a
+value outside them has k block maxima at least as large above it), so searching only those blocks
+returns the same values; for the max also the same index (the first, as `torch.max`). Which of
+several equal values top-k returns is unspecified, as with `torch.topk`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ BLOCK = 64
 
 
 def _blocks(x: Tensor) -> tuple[Tensor, int]:
-    """[R, N] -> the first N // BLOCK whole blocks as [R, N // BLOCK, BLOCK] (a view where rows
-    are contiguous, as log-probabilities are), and the width m they cover (columns m.. are the
-    tail)."""
+    """[R, N] -> the first N // BLOCK whole blocks as [R, N // BLOCK, BLOCK] (a view where each
+    row is contiguous, as log-probabilities are), and the width m they cover (columns m.. are
+    the tail)."""
     m = x.size(1) - x.size(1) % BLOCK
     return x[:, :m].reshape(x.size(0), m // BLOCK, BLOCK), m
 
