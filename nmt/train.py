@@ -230,8 +230,8 @@ class Trainer:
         self._pace = PaceLog(self.p.step, self.tc.max_steps)
         try:
             with self.stops.catching_signals():
-                # a resumed run may have no budget left
-                self.stop_reason = self.stops.check(*self._position())
+                # a resumed run may have stopped early already, or have no budget left
+                self.stop_reason = self._stopped_early() or self.stops.check(*self._position())
                 while self.stop_reason is None:
                     self._train_epoch()
                 self.clock.tick(self.p)
@@ -243,6 +243,15 @@ class Trainer:
             self.metrics.close()
         log.info(f"stopped at step {self.p.step}: {self.stop_reason}")
         return self.p
+
+    def _stopped_early(self) -> Optional[str]:
+        """The early-stopping reason when this (resumed) run had already used up its patience:
+        a finished run stays finished, whatever budget it has left."""
+        done = self.stops.decide(self.p.step, self.p.epoch, bad_validations=self.p.bad_validations)
+        if done is None or done.kind != "patience":
+            return None
+        log.info(f"the run had already stopped at step {self.p.step} ({done.reason}): not training")
+        return done.reason
 
     def _train_epoch(self) -> None:
         """The rest of the current epoch, until it ends or a stop reason is set."""

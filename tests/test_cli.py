@@ -845,6 +845,37 @@ def test_interrupted_study_model_is_resumed_not_reported(tmp_path, monkeypatch, 
     assert "training seq2seq (resuming)" in capsys.readouterr().err
 
 
+def test_a_study_killed_after_early_stopping_ends_with_the_same_table(tmp_path, monkeypatch):
+    """The study dies after a model stopped early but before it was marked trained (where the
+    parent-death SIGTERM may land, during checkpoint averaging): the rerun resumes the run, which
+    stays stopped, and prints the same table."""
+    import nmt.train as train_mod
+
+    bleu = {"n": 0}
+
+    def validate(self):  # BLEU rises twice, then falls: patience 2 stops every model at step 8
+        bleu["n"] += 1
+        return {"loss": 1.0, "ppl": 2.7, "bleu": [20.0, 25.0, 24.0, 23.0][(bleu["n"] - 1) % 4]}
+
+    monkeypatch.setattr(train_mod.Trainer, "validate", validate)
+    train = {**TRAIN, "max_steps": 40, "valid_every": 2, "patience": 2, "keep_last": 3}
+    path = write_study(tmp_path / "study.yaml")
+    raw = yaml.safe_load(path.read_text())
+    raw["base"]["train"] = {**train, "average_last": 3}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = tmp_path / "out"
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    table = (out / "study.md").read_text()
+    steps = json.loads((out / "study.json").read_text())["seq2seq"]["steps"]
+    assert steps == 8
+    # the kill: no mark of a finished model, no report
+    (out / "seq2seq" / "trained.json").unlink()
+    (out / "study.json").unlink()
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    assert (out / "study.md").read_text() == table
+    assert json.loads((out / "study.json").read_text())["seq2seq"]["steps"] == 8
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():

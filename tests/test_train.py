@@ -271,6 +271,30 @@ def test_early_stopping_after_patience_validations_without_improvement(tmp_path,
     assert load_checkpoint(result.run / "best.pt")["step"] == 4  # the best validation
 
 
+def test_a_run_that_stopped_early_stays_stopped_when_resumed(tmp_path, monkeypatch):
+    import nmt.train as train_mod
+
+    scores = iter([20.0, 25.0, 24.0, 25.0, 24.0, 26.0, 27.0])
+    monkeypatch.setattr(
+        train_mod.Trainer, "validate", lambda self: {"loss": 1.0, "ppl": 2.7, "bleu": next(scores)}
+    )
+    cfg = load_config(write_config(tmp_path, "seq2seq", max_steps=100, valid_every=2, patience=2))
+    first = train_job.train(cfg)
+    kept = [p.name for p in step_checkpoints(first.run)]
+    resumed = train_job.train(cfg, resume=True)
+    assert (
+        resumed.stop_reason
+        == first.stop_reason
+        == "early stopping: no improvement in 2 validations"
+    )
+    assert not resumed.interrupted
+    assert [
+        p.name for p in step_checkpoints(resumed.run)
+    ] == kept  # nothing trained, nothing pruned
+    assert load_checkpoint(step_checkpoints(resumed.run)[-1])["step"] == 8
+    assert [m["step"] for m in metrics(resumed.run) if m["split"] == "valid"] == [2, 4, 6, 8]
+
+
 def test_patience_without_a_validation_split_is_a_config_error(tmp_path, capsys):
     cfg = write_config(tmp_path, "seq2seq", patience=2)
     assert main(["train", str(cfg), "--set", "data.splits={train: train}"]) == 2
