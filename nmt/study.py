@@ -13,6 +13,7 @@ interrupted ones resumed, so rerunning a study continues it.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import difflib
 import json
 import logging
@@ -32,6 +33,7 @@ from nmt.config.load import (
     check_trainable,
     dump_yaml,
     from_dict,
+    load_config,
     merge_sections,
     read_yaml,
     to_dict,
@@ -68,6 +70,13 @@ def load_study(path: str | Path) -> dict:
                 f"'{key}' in {path} must be a mapping of config sections, got "
                 f"{type(value).__name__}"
             )
+    for name, over in raw["models"].items():
+        if isinstance(over, dict) and "run" in over:
+            if set(over) != {"run"} or not isinstance(over["run"], str) or not over["run"]:
+                raise NmtError(
+                    f"model '{name}' in {path}: 'run' names an existing run directory and "
+                    f"stands alone (no other sections), e.g. run: runs/opus-it-en"
+                )
     par = raw.get("parallel", 1)
     if isinstance(par, bool) or not isinstance(par, int) or par < 1:
         raise NmtError(f"'parallel' in {path} must be an integer >= 1, got {par!r}")
@@ -106,23 +115,55 @@ def select_models(study: dict, path: str, names: Sequence[str]) -> dict:
 
 def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()) -> dict[str, Any]:
     """Each model's validated Config: base merged with its overrides (then --set), run_dir
-    inside the study."""
+    inside the study; for a model that names an existing run, see `existing_run_config`."""
     configs = {}
     split = (study.get("evaluate") or {}).get("split", "test")
     for name, over in study["models"].items():
-        raw = apply_overrides(merge_sections(study.get("base") or {}, over or {}), list(overrides))
-        raw.setdefault("train", {})["run_dir"] = str(out / name)
         where = f"{path} (model '{name}')"
-        # input paths stored absolute: configs/NAME.yaml and RUN/config.yaml read the same files
-        # from any working directory
-        cfg = configs[name] = with_absolute_paths(from_dict(raw, where))
-        check_trainable(cfg, where)
-        if split not in cfg.data.splits:  # caught now, not after hours of training
+        if existing_run(over):
+            configs[name] = existing_run_config(study, over["run"], where)
+        else:
+            raw = merge_sections(study.get("base") or {}, over or {})
+            raw = apply_overrides(raw, list(overrides))
+            raw.setdefault("train", {})["run_dir"] = str(out / name)
+            # input paths stored absolute: configs/NAME.yaml and RUN/config.yaml read the same
+            # files from any working directory
+            cfg = configs[name] = with_absolute_paths(from_dict(raw, where))
+            check_trainable(cfg, where)
+        if split not in configs[name].data.splits:  # caught now, not after hours of training
             raise NmtError(
                 f"'evaluate.split' in {path} is '{split}', which model '{name}' does "
-                f"not name in 'data.splits' (have: {', '.join(cfg.data.splits)})"
+                f"not name in 'data.splits' (have: {', '.join(configs[name].data.splits)})"
             )
     return configs
+
+
+def existing_run(over: Any) -> Optional[str]:
+    """The run directory a study model names with `run: PATH` (scored, never trained)."""
+    return over.get("run") if isinstance(over, dict) else None
+
+
+def existing_run_config(study: dict, run_path: str, where: str) -> Config:
+    """An existing run (ours, or one `nmt import hf` made) as the study scores it: its own model
+    and subwords, the study's data, decoding and scoring (`base.data`, `base.decode`, `base.eval`),
+    so it is scored on the same sentences in the same way as the study's trained models."""
+    run = RunDir(run_path)
+    if not run.config.is_file():
+        raise NmtError(
+            f"{where}: run: {run_path} is not a run directory (no {RunDir.CONFIG}; a run is "
+            f"made by nmt train or nmt import hf)"
+        )
+    base = study.get("base") or {}
+    if not isinstance(base.get("data"), dict):
+        raise NmtError(
+            f"{where}: a model that names a run is scored on the study's data: "
+            f"the study needs a 'base.data' section"
+        )
+    raw = to_dict(load_config(run.config, stored=True))
+    raw["data"] = base["data"]
+    for section in ("decode", "eval"):
+        raw[section] = {**raw[section], **(base.get(section) or {})}
+    return with_absolute_paths(from_dict(raw, where, stored=True))
 
 
 _stop = None  # in a worker process: set by the study when another model has failed
@@ -153,13 +194,20 @@ def _stop_with_the_study() -> None:
 
 
 def _train_and_evaluate(
-    name: str, cfg_dict: dict, where: str, split: str, beams: list[int]
+    name: str,
+    cfg_dict: dict,
+    where: str,
+    split: str,
+    beams: list[int],
+    home: str,
+    existing: Optional[str] = None,
 ) -> dict[int, dict]:
-    """One model of a study: train (or resume, or skip when done) and evaluate with each beam;
-    its results by beam. A mistake is one line naming the model, whichever process it
+    """One model of a study: train (or resume, or skip when done) and evaluate with each beam,
+    or only evaluate the `existing` run; its results by beam, its reports in `home` (the model's
+    folder of the study). A mistake is one line naming the model, whichever process it
     happened in."""
     try:
-        return _run_model(name, cfg_dict, where, split, beams)
+        return _run_model(name, cfg_dict, where, split, beams, Path(home), existing)
     except NmtError as e:
         raise NmtError(f"study model '{name}': {e}") from None
     finally:
@@ -169,13 +217,23 @@ def _train_and_evaluate(
             os._exit(143)
 
 
-def _run_model(name: str, cfg_dict: dict, where: str, split: str, beams: list[int]) -> dict:
+def _run_model(
+    name: str,
+    cfg_dict: dict,
+    where: str,
+    split: str,
+    beams: list[int],
+    home: Path,
+    existing: Optional[str],
+) -> dict:
     if _stop is not None and _stop.is_set():
         raise NmtError("not started: another model failed")
     if _study_is_gone():
         raise NmtError("not started: the study's process is gone")
-    cfg = from_dict(cfg_dict, where)
+    cfg = from_dict(cfg_dict, where, stored=existing is not None)
     setup_logging(tag=name)
+    if existing is not None:
+        return _scored_existing(name, cfg, RunDir(existing), RunDir(home), split, beams)
     run = RunDir(cfg.train.run_dir)
 
     def waiting() -> None:
@@ -224,16 +282,45 @@ def _trained_and_scored(
     return {beam: {**_evaluated(name, run, cfg, split, beam), **facts} for beam in beams}
 
 
+def _scored_existing(
+    name: str, cfg: Config, run: RunDir, home: RunDir, split: str, beams: list[int]
+) -> dict:
+    """An existing run's scores by beam on the study's data, its reports in `home`; a report
+    of another checkpoint (the run was trained on since) is scored again."""
+    checkpoint = run.checkpoint()
+    ck = load_checkpoint(checkpoint)
+    facts = {
+        "params": ck["params"],
+        "steps": ck["step"],
+        "stop_reason": f"an existing run: {run.path}",
+        "train_seconds": (ck.get("progress") or {}).get("train_seconds"),
+    }
+    results = {}
+    for beam in beams:
+        scores = home.report(split, beam) / "scores.json"
+        if scores.is_file():
+            old = load_scores(scores.parent)
+            scored = Path(old.get("checkpoint") or "").resolve(), old.get("step")
+            if scored != (checkpoint.resolve(), ck["step"]):
+                scores.unlink()
+        home.path.mkdir(parents=True, exist_ok=True)
+        results[beam] = {**_evaluated(name, run, cfg, split, beam, home), **facts}
+    return results
+
+
 def _forget_scores(run: RunDir, split: str, beams: list[int]) -> None:
     """Drop the run's study scores, so each beam is evaluated again."""
     for beam in beams:
         (run.report(split, beam) / "scores.json").unlink(missing_ok=True)
 
 
-def _evaluated(name: str, run: RunDir, cfg: Config, split: str, beam: int) -> dict:
+def _evaluated(
+    name: str, run: RunDir, cfg: Config, split: str, beam: int, home: Optional[RunDir] = None
+) -> dict:
     """The model's scores with this beam, evaluated now unless a report holds them; scored as
-    the study's `eval` section says, which may have changed since the model was trained."""
-    report = run.report(split, beam)
+    the study's `eval` section says, which may have changed since the model was trained. The
+    report goes into `home` (default: the run), on `cfg`'s data with `cfg`'s decoding."""
+    report = (home or run).report(split, beam)
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {split} (beam {beam})")
         opts = evaluate_job.EvalOptions(
@@ -244,6 +331,8 @@ def _evaluated(name: str, run: RunDir, cfg: Config, split: str, beam: int) -> di
             buckets=list(cfg.eval.buckets),
             min_bucket=cfg.eval.min_bucket,
             metrics=tuple(cfg.eval.metrics),
+            data=cfg.data,
+            overrides=dataclasses.asdict(cfg.decode),
         )
         evaluate_job.evaluate(str(run.path), opts)
     return load_scores(report)
@@ -278,17 +367,30 @@ def run_study(
     ev = study.get("evaluate") or {}
     split, beams = ev.get("split", "test"), ev.get("beam", 1)
     beams = beams if isinstance(beams, list) else [beams]
+    runs = {name: existing_run(over) for name, over in study["models"].items()}
     for name, cfg in configs.items():
-        log.info(
-            f"study: {name}: {budget(cfg)}; the expected time is logged after its first "
-            f"{cfg.train.log_every} steps"
-        )
+        if runs[name]:
+            log.info(f"study: {name}: the existing run {runs[name]}, scored only")
+        else:
+            log.info(
+                f"study: {name}: {budget(cfg)}; the expected time is logged after its first "
+                f"{cfg.train.log_every} steps"
+            )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "configs").mkdir(exist_ok=True)
     for name, cfg in configs.items():
-        atomic_write(out_dir / "configs" / f"{name}.yaml", dump_yaml(cfg))
+        if not runs[name]:  # a config to train: an existing run's is in its own directory
+            atomic_write(out_dir / "configs" / f"{name}.yaml", dump_yaml(cfg))
     jobs = {
-        name: (name, to_dict(cfg), f"{path} (model '{name}')", split, beams)
+        name: (
+            name,
+            to_dict(cfg),
+            f"{path} (model '{name}')",
+            split,
+            beams,
+            str(out_dir / name),
+            runs[name],
+        )
         for name, cfg in configs.items()
     }
     workers = int(study.get("parallel", 1))
@@ -369,14 +471,25 @@ def _write_report(
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
+        minutes = "-" if r["train_seconds"] is None else f"{r['train_seconds'] / 60:.1f}"
         summary.append(
-            f"| {name} | {r['params']:,} | {r['steps']:,} | "
-            f"{r['train_seconds'] / 60:.1f} | {r['bleu']:.2f} | {r['chrf']:.2f} |"
+            f"| {name} | {r['params']:,} | {r['steps']:,} | {minutes} | {r['bleu']:.2f} | "
+            f"{r['chrf']:.2f} |"
         )
+    existing = [n for n in results if existing_run(study["models"].get(n))]
+    if existing:
+        summary += [
+            "",
+            "Scored, not trained by this study: "
+            + "; ".join(f"{n} ({results[n]['stop_reason']})" for n in existing)
+            + ".",
+        ]
     cut = [
         n
         for n, r in results.items()
-        if configs[n].train.max_steps and r["steps"] < configs[n].train.max_steps
+        if n not in existing
+        and configs[n].train.max_steps
+        and r["steps"] < configs[n].train.max_steps
     ]
     if cut:
         summary += [

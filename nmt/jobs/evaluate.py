@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from nmt.bootstrap import DEFAULT_SAMPLES
-from nmt.config import Config
+from nmt.config import Config, DataConfig
 from nmt.data.corpus import load_split, read_lines
 from nmt.errors import NmtError
 from nmt.evaluate import (
@@ -54,6 +54,7 @@ class EvalOptions:
     bootstrap: int = DEFAULT_SAMPLES  # resamples for 95% intervals (0: none)
     comet_model: Optional[str] = None  # a local COMET checkpoint (needs unbabel-comet)
     verbose: bool = False
+    data: Optional[DataConfig] = None  # score on this data's split instead of the run's own
 
 
 def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[dict, Path]:
@@ -64,6 +65,8 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
     o = o or EvalOptions()
     m = load_for_decoding(target, o.device, int8=o.int8, overrides=o.overrides)
     cfg, model, tok, meta = m.cfg, m.model, m.tok, m.meta
+    if o.data is not None:
+        cfg = dataclasses.replace(cfg, data=o.data)
     srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file)
     warn_unknown(tok, srcs, o.src_file or f"split {name}", o.verbose)
     o = dataclasses.replace(o, metrics=o.metrics or tuple(cfg.eval.metrics))
