@@ -234,3 +234,42 @@ def verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
                 f"{theirs:.2f}, p = {p:.3f})"
             )
     return lines
+
+
+# The length lesson (Cho et al. 2014; Bahdanau et al. 2014, Fig. 2): a model whose BLEU on long
+# sentences keeps this share of its 11-20-word BLEU keeps its level.
+KEEPS_LEVEL = 0.85
+LONG_FROM = 51  # source words: the buckets of Bahdanau's long sentences
+
+
+def length_verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
+    """One line per model, from its bucket intervals: does its score on long sentences (the
+    buckets from 51 words, else the last bucket) fall below its 11-20-word bucket with disjoint
+    95% intervals, and what share of that level does it keep?"""
+    lines = []
+    for name, scores in comp.scores.items():
+        buckets = scores["buckets"]
+        ref = next((b for b in buckets if b["lo"] <= 11 and (b["hi"] or 11) >= 11), None)
+        long = [b for b in buckets if b["lo"] >= LONG_FROM] or buckets[-1:]
+        if ref is None or ref in long or f"{metric}_ci" not in ref or not ref[metric]:
+            continue
+        label = bucket_label(ref["lo"], ref["hi"])
+        below = all(b[f"{metric}_ci"][1] < ref[f"{metric}_ci"][0] for b in long)
+        kept = min(b[metric] / ref[metric] for b in long)
+        where = ", ".join(
+            f"{bucket_label(b['lo'], b['hi'])}: {b[metric]:.2f} "
+            f"[{b[f'{metric}_ci'][0]:.1f}, {b[f'{metric}_ci'][1]:.1f}]"
+            for b in long
+        )
+        ref_text = f"{ref[metric]:.2f} [{ref[f'{metric}_ci'][0]:.1f}, {ref[f'{metric}_ci'][1]:.1f}]"
+        if below:
+            verdict = f"falls with length (below its {label} level, disjoint 95% intervals)"
+        elif kept >= KEEPS_LEVEL:
+            verdict = f"keeps its level (at least {KEEPS_LEVEL:.0%} of its {label} score)"
+        else:
+            verdict = f"loses some with length (intervals overlap its {label} level)"
+        lines.append(
+            f"- {name} {verdict}: {where} against {label}: {ref_text}; "
+            f"it keeps {kept:.0%} of its {label} score"
+        )
+    return lines

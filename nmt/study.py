@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from nmt.checkpoint import load_checkpoint
-from nmt.compare import comparison_markdown, load_comparison, paired, verdicts
+from nmt.compare import (
+    comparison_markdown,
+    length_verdicts,
+    load_comparison,
+    paired,
+    verdicts,
+)
 from nmt.config import Config
 from nmt.config.load import (
     apply_overrides,
@@ -463,6 +469,10 @@ def _write_report(
         "",
         comparison_markdown(comp),
         merge_note(next(iter(results.values()))),
+        "## Does BLEU fall with length? (each model's 95% bootstrap intervals)",
+        "",
+        *length_verdicts(comp),
+        "",
         f"## Which models beat {order[0]} significantly (BLEU, paired bootstrap)",
         "",
         *verdicts(comp),
