@@ -251,7 +251,9 @@ def length_verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
         buckets = scores["buckets"]
         ref = next((b for b in buckets if b["lo"] <= 11 and (b["hi"] or 11) >= 11), None)
         long = [b for b in buckets if b["lo"] >= LONG_FROM] or buckets[-1:]
-        if ref is None or ref in long or f"{metric}_ci" not in ref or not ref[metric]:
+        if ref is None or ref in long or not ref.get(metric):
+            continue
+        if not all(b.get(f"{metric}_ci") for b in [ref, *long]):  # too few sentences to resample
             continue
         label = bucket_label(ref["lo"], ref["hi"])
         below = all(b[f"{metric}_ci"][1] < ref[f"{metric}_ci"][0] for b in long)

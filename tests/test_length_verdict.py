@@ -66,3 +66,9 @@ def test_a_model_without_an_11_20_bucket_gets_no_verdict():
     merged = scores(bucket(1, 30, 20.0, (19.0, 21.0)), bucket(31, None, 18.0, (17.0, 19.0)))
     merged["buckets"][0]["lo"] = 12  # no bucket holds 11-word sentences
     assert length_verdicts(comparison(model=merged)) == []
+
+
+def test_a_bucket_without_an_interval_gets_no_verdict():
+    thin = scores(bucket(11, 20, 20.0, (19.0, 21.0)), bucket(51, None, 10.0, (9.0, 11.0)))
+    thin["buckets"][1]["bleu_ci"] = None  # too few sentences for the bootstrap
+    assert length_verdicts(comparison(model=thin)) == []
