@@ -46,18 +46,61 @@ def atomic_write(path: str | os.PathLike, content: Content) -> None:
 
 @contextmanager
 def atomic_dir(out: Path) -> Iterator[Path]:
-    """A temp directory beside `out` to fill; renamed over `out` when the block ends, removed when
-    it fails, so an exporter never leaves a half-written model directory behind."""
+    """A temp directory beside `out` to fill; when the block ends it replaces `out` (with the
+    mode of any directory made under the umask), and when the block fails it is removed and
+    `out` is untouched, so an exporter never leaves a half-written model directory behind.
+
+    The old `out` is renamed aside, the new one renamed into place, then the old one deleted. A
+    kill between the two renames leaves the old export at `.{out.name}.old` and no `out`; the
+    next `atomic_dir(out)` moves it back before it starts (or deletes it if `out` came back)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    aside = out.with_name(f".{out.name}.old")
+    _recover(out, aside)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         yield tmp
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would survive the rename
+        if out.exists() or out.is_symlink():
+            os.rename(out, aside)
+            try:
+                os.rename(tmp, out)
+            except BaseException:
+                os.rename(aside, out)
+                raise
+            try:
+                _remove(aside)
+            except OSError:
+                pass  # the export is in place; the next atomic_dir(out) deletes what is left
+        else:
+            os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _recover(out: Path, aside: Path) -> None:
+    """Undo what a kill in the middle of `atomic_dir`'s replacement left: the old export aside
+    goes back to `out` if `out` is missing, or away if the new one made it into place."""
+    if not (aside.exists() or aside.is_symlink()):
+        return
+    if out.exists() or out.is_symlink():
+        _remove(aside)
+    else:
+        os.rename(aside, out)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, the only portable way, and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def refuse_to_replace(paths: list[Path], where: str | os.PathLike, overwrite: bool) -> None:
