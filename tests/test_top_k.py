@@ -57,3 +57,43 @@ def test_rows_that_are_not_contiguous_give_the_same_answers():
     assert torch.equal(row_max(x)[1], x.max(-1).indices)
     val, idx = row_topk(x, 4)
     assert torch.equal(val, x.topk(4, -1).values) and torch.equal(x.gather(1, idx), val)
+
+
+NAN = float("nan")
+
+
+def test_row_max_of_rows_with_nan_equals_torch_max():
+    """torch.max gives NaN and the first NaN's index; a NaN in the tail must win too."""
+    torch.manual_seed(3)
+    x = torch.randn(5, 8 * BLOCK + 13)
+    x[0, -1] = NAN  # the tail alone
+    x[1, BLOCK + 6] = NAN  # a whole block alone
+    x[2, [BLOCK + 6, 8 * BLOCK + 2]] = NAN  # a block and the tail: the block's comes first
+    x[3, [8 * BLOCK + 9, 8 * BLOCK + 3]] = NAN  # twice in the tail
+    x[4, -2] = 50.0  # and a row without NaN
+    val, idx = row_max(x)
+    ref_val, ref_idx = x.max(-1)
+    assert torch.equal(idx, ref_idx), (idx, ref_idx)
+    torch.testing.assert_close(val, ref_val, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_row_topk_of_rows_with_nan_equals_torch_topk(k):
+    """torch.topk ranks NaN above every number; which of several NaNs comes first is open."""
+    torch.manual_seed(4)
+    x = torch.randn(4, 5 * 8 * BLOCK + 7)
+    x[0, -1] = NAN  # the tail
+    x[1, BLOCK + 6] = NAN  # a whole block
+    x[2, [BLOCK + 6, 5 * 8 * BLOCK + 2]] = NAN  # both
+    x[3, [5, 900, x.size(1) - 1]] = NAN  # three: fills k=3 with NaN
+    val, idx = row_topk(x, k)
+    ref_val, ref_idx = x.topk(k, -1)
+    torch.testing.assert_close(val, ref_val, equal_nan=True, rtol=0, atol=0)
+    torch.testing.assert_close(x.gather(1, idx), val, equal_nan=True, rtol=0, atol=0)
+    nan = ref_val.isnan()
+    assert torch.equal(idx[~nan], ref_idx[~nan])
+    for row in range(4):  # distinct NaNs, all of them where the row has at most k
+        nans = sorted(idx[row][nan[row]].tolist())
+        assert len(set(nans)) == len(nans)
+        if x[row].isnan().sum() <= k:
+            assert nans == sorted(ref_idx[row][nan[row]].tolist())

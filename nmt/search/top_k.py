@@ -8,7 +8,9 @@ indices, while `amax` over fixed-size blocks is vectorized. On a 2-core Zen 4 (t
 `topk` and 282-1,975 us here. The k blocks with the largest maxima hold the k largest values (a
 value outside them has k block maxima at least as large above it), so searching only those blocks
 returns the same values; for the max also the same index (the first, as `torch.max`). Which of
-several equal values top-k returns is unspecified, as with `torch.topk`.
+several equal values top-k returns is unspecified, as with `torch.topk`. NaN counts as larger than
+any number, as in torch: `amax` and the top-k of the block maxima carry a NaN to its block, and a
+row's max is NaN at its first NaN.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def row_max(x: Tensor) -> tuple[Tensor, Tensor]:
     idx = best * BLOCK + pos
     if m < x.size(1):  # the tail wins only if larger: on a tie the earlier index stays
         tail_val, tail_pos = x[:, m:].max(-1)
-        later = tail_val > val
+        # A NaN beats any number, as in torch.max (`>` is False for it); an earlier NaN stays.
+        later = (tail_val > val) | (tail_val.isnan() & ~val.isnan())
         val, idx = torch.where(later, tail_val, val), torch.where(later, tail_pos + m, idx)
     return val, idx
 
