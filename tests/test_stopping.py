@@ -1,10 +1,14 @@
-"""stop_decision: each reason to stop, and which wins when several hold at once."""
+"""stop_decision: each reason to stop, and which wins when several hold at once, on one rank and
+across the ranks of a DDP run."""
 
 from __future__ import annotations
 
 import pytest
 
 from conftest import make_config
+from nmt import stop_agreement
+from nmt.distributed import DistInfo
+from nmt.stop_agreement import StopAgreement
 from nmt.stopping import STOP_CODES, stop_decision
 
 
@@ -86,5 +90,35 @@ def test_precedence_failed_then_patience_then_signal_then_limits():
     assert stop_decision(c, **every).reason == "reached max_epochs=1"
 
 
-def test_a_signal_outranks_a_limit_between_ranks():
-    assert STOP_CODES["signal"] > STOP_CODES["limit"] > 0
+def two_ranks(monkeypatch, minutes, signals, after_step):
+    """Each rank's stop reason and `interrupted` after a check in a 2-rank run with max_minutes=2,
+    each rank with its own clock and caught signal; the all-reduce gives the largest code the
+    ranks sent, in check's own read or in the step's read (as train_step sends them)."""
+    ranks = [StopAgreement(cfg(max_minutes=2.0), DistInfo(rank=r, world=2)) for r in (0, 1)]
+    for s, sig in zip(ranks, signals):
+        s.signal = sig
+    codes = [s.local_code(5, 0, m) for s, m in zip(ranks, minutes)]
+    monkeypatch.setattr(stop_agreement, "all_reduce_max", lambda _code, _device: max(codes))
+    if after_step:  # the step's read sums each rank's "signal" and "limit" flags
+        for s, code in zip(ranks, codes):
+            s.heard(2 if 2 in codes else int(1 in codes), code)
+    reasons = [s.check(5, 0, m, after_step=after_step) for s, m in zip(ranks, minutes)]
+    return reasons, [s.interrupted for s in ranks]
+
+
+@pytest.mark.parametrize("after_step", [False, True], ids=["own read", "step read"])
+def test_a_signal_on_one_rank_interrupts_all_even_where_a_limit_was_reached(
+    monkeypatch, after_step
+):
+    """Rank 0 is past max_minutes while rank 1 caught SIGTERM: every rank ends the run as
+    interrupted (checkpointed, resumable), none as finished."""
+    reasons, interrupted = two_ranks(monkeypatch, [3.0, 1.0], [None, "SIGTERM"], after_step)
+    assert reasons == ["interrupted on another rank", "interrupted by SIGTERM"]
+    assert interrupted == [True, True]
+
+
+@pytest.mark.parametrize("after_step", [False, True], ids=["own read", "step read"])
+def test_a_limit_on_one_rank_finishes_the_run_on_all(monkeypatch, after_step):
+    reasons, interrupted = two_ranks(monkeypatch, [3.0, 1.0], [None, None], after_step)
+    assert reasons == ["reached max_minutes=2", "a limit was reached on another rank"]
+    assert interrupted == [False, False]
