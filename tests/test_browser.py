@@ -1,10 +1,12 @@
 """The page of `nmt serve` in a real browser: headless Debian chromium driven by Playwright
 against a real `nmt serve` process. Type a sentence, click Translate: the text shown equals
 `nmt translate`'s and the heatmap has one row per target piece. Skips without playwright or
-/usr/bin/chromium (CI installs both: see .ci/run)."""
+/usr/bin/chromium, unless NMT_REQUIRE_BROWSER is set: CI sets it (and installs both, see
+.ci/run), so there a missing browser fails instead of skipping."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -15,10 +17,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-sync_api = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -32,9 +30,48 @@ ARGS = [
     "--disable-sync",
 ]
 ROOT = Path(__file__).resolve().parents[1]
+NEEDED = ("fastapi", "uvicorn", "playwright.sync_api")
 
-if not CHROMIUM.is_file():
-    pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)", allow_module_level=True)
+
+def missing_browser() -> str | None:
+    """What the page's tests lack here (a module or chromium), or None."""
+    for name in NEEDED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return f"{name} is not installed (pip install -e '.[serve]' playwright)"
+    if not CHROMIUM.is_file():
+        return f"{CHROMIUM} not found (apt-get install chromium)"
+    return None
+
+
+def browser_gate(missing: str | None) -> pytest.MarkDecorator:
+    """A skip mark for the page's tests where the browser is `missing`; a failure instead when
+    NMT_REQUIRE_BROWSER is set, so that CI cannot pass without running them."""
+    if missing and os.environ.get("NMT_REQUIRE_BROWSER"):
+        pytest.fail(f"{missing}, and NMT_REQUIRE_BROWSER is set", pytrace=False)
+    return pytest.mark.skipif(missing is not None, reason=missing or "")
+
+
+needs_browser = browser_gate(missing_browser())
+
+
+def test_without_a_browser_the_page_tests_skip_unless_it_is_required(monkeypatch):
+    monkeypatch.delenv("NMT_REQUIRE_BROWSER", raising=False)
+    assert browser_gate("chromium not found").args == (True,)
+    assert browser_gate(None).args == (False,)
+    monkeypatch.setenv("NMT_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="chromium not found"):
+        browser_gate("chromium not found")
+    assert browser_gate(None).args == (False,)
+
+
+def test_ci_requires_the_browser_and_fails_when_chromium_cannot_be_installed():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    at = ci.index("apt-get install")
+    install = ci[ci.rindex("\nif ", 0, at) : ci.index("\nfi", at)]  # the install's if-block
+    assert "chromium" in install and "||" not in install, install  # set -e: a failure stops CI
+    assert 0 <= ci.find("\nexport NMT_REQUIRE_BROWSER=1\n") < ci.rindex("\npytest")
 
 
 def free_port() -> int:
@@ -82,6 +119,8 @@ def server(tiny_transformer_run: Path):
 
 @pytest.fixture(scope="module")
 def browser():
+    from playwright import sync_api
+
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         yield b
@@ -115,6 +154,7 @@ def translate_on_page(page, url: str, sentence: str) -> None:
     page.wait_for_selector("#heatmap tbody tr")
 
 
+@needs_browser
 def test_page_shows_nmt_translates_text_and_a_heatmap_row_per_target_piece(
     server, browser, tiny_transformer_run
 ):
@@ -148,6 +188,7 @@ def test_page_shows_nmt_translates_text_and_a_heatmap_row_per_target_piece(
     page.close()
 
 
+@needs_browser
 def test_page_reads_on_a_phone_width_screen(server, browser, tiny_transformer_run):
     sentence = (tiny_transformer_run.parent / "corpus" / "test.src").read_text().splitlines()[1]
     page = browser.new_page(viewport={"width": 375, "height": 740})
@@ -158,6 +199,7 @@ def test_page_reads_on_a_phone_width_screen(server, browser, tiny_transformer_ru
     page.close()
 
 
+@needs_browser
 def test_page_offers_the_runs_own_example_and_labels_the_heatmap_with_plain_words(
     server, browser, tiny_transformer_run
 ):
