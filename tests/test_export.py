@@ -137,7 +137,9 @@ def test_every_transformer_variant_exports_exactly(tmp_path, variant):
     vocab = {"type": "word", "size": 200}
     if variant.pop("separate", False):
         vocab["joint"] = False
-    run = train_run(tmp_path, steps=10, model={**TRANSFORMER, **variant}, vocab=vocab)
+    # 80 steps: at 10 the separate-vocabulary model gave 3 distinct lines of 60, most of them
+    # empty (BLEU 0), and two engines agreeing on near-constant output proves little.
+    run = train_run(tmp_path, steps=80, model={**TRANSFORMER, **variant}, vocab=vocab)
     out = export_ctranslate2(run, tmp_path / "ct2")
     if not vocab.get("joint", True):
         for name in (
@@ -147,7 +149,10 @@ def test_every_transformer_variant_exports_exactly(tmp_path, variant):
             "spm.tgt.model",
         ):
             assert (out / name).is_file(), name
-    ours, theirs, _ = both_engines(run, out, beam=1, n=60)
+    ours, theirs, ref = both_engines(run, out, beam=1, n=60)
+    # Output worth comparing: 58 distinct lines and BLEU 17-32 here, where repeating the best
+    # single reference line on every line scores 5.5.
+    assert len(set(ours)) >= 30 and sacrebleu.corpus_bleu(ours, [ref]).score >= 8, ours[:5]
     assert same_share(ours, theirs) >= 0.98
 
 
