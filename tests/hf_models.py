@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 import torch
@@ -34,6 +36,25 @@ def _spm(lines: list[str], size: int) -> bytes:
     return buf.getvalue()
 
 
+def _vocab(protos: list[bytes], control_pieces: bool) -> dict[str, int]:
+    """vocab.json as OPUS-MT has it: </s>=0, <unk>=1, the models' pieces, <pad>=last."""
+    pieces: list[str] = []
+    for proto in protos:
+        for p, (_, kind) in model_pieces(proto).items():
+            wanted = kind not in (CONTROL, UNKNOWN) or (control_pieces and p == "<s>")
+            if wanted and p not in pieces:
+                pieces.append(p)
+    vocab = {"</s>": 0, "<unk>": 1, **{p: i + 2 for i, p in enumerate(pieces)}}
+    vocab["<pad>"] = len(vocab)
+    return vocab
+
+
+def _common_piece(proto: bytes, lines: list[str]) -> str:
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    counts = Counter(p for line in lines for p in sp.encode(line, out_type=str))
+    return counts.most_common(1)[0][0]
+
+
 def marian_dir(
     out: Path,
     corpus: Path,
@@ -41,35 +62,52 @@ def marian_dir(
     seed: int = 0,
     share: bool = True,
     control_pieces: bool = False,
+    start: str = "<pad>",
+    separate_vocabs: bool = False,
+    tie_output: bool = True,
+    **config: Any,
 ) -> Path:
     """save_pretrained output of a random MarianMTModel (2 layers, d 32, non-zero
     final_logits_bias) and its MarianTokenizer: source and target sentencepiece models trained
     on the corpus, one joint vocab.json (</s>=0, <unk>=1, pieces, <pad>=last) as OPUS-MT has.
     `share`: one embedding table for encoder and decoder; `control_pieces`: vocab.json also
-    lists the sentencepiece models' <s>, as a vocabulary built from every piece id would."""
+    lists the sentencepiece models' <s>, as a vocabulary built from every piece id would;
+    `start`: the vocab entry decoding starts from ("common": the target's most frequent piece);
+    `separate_vocabs`: a vocabulary per side (vocab.json, target_vocab.json); `tie_output`:
+    false gives an lm_head of its own; `config`: more MarianConfig options."""
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
     raw = out.parent / f"{out.name}.raw"
     raw.mkdir(parents=True, exist_ok=True)
-    protos = {}
+    protos, lines = {}, {}
+    # separate vocabularies: a smaller target one, so that its pad id is a source id too
+    # (MarianMTModel's encoder embedding takes config.pad_token_id as its padding_idx)
+    sizes = {"src": 120, "tgt": 60 if separate_vocabs else 120}
     for side, name in (("src", "source.spm"), ("tgt", "target.spm")):
-        lines = (corpus / f"train.{side}").read_text("utf-8").splitlines()
-        protos[side] = _spm(lines, 120)
+        lines[side] = (corpus / f"train.{side}").read_text("utf-8").splitlines()
+        protos[side] = _spm(lines[side], sizes[side])
         (raw / name).write_bytes(protos[side])
-    pieces: list[str] = []
-    for proto in protos.values():
-        for p, (_, kind) in model_pieces(proto).items():
-            wanted = kind not in (CONTROL, UNKNOWN) or (control_pieces and p == "<s>")
-            if wanted and p not in pieces:
-                pieces.append(p)
-    vocab = {"</s>": 0, "<unk>": 1, **{p: i + 2 for i, p in enumerate(pieces)}}
-    vocab["<pad>"] = len(vocab)
+    if separate_vocabs:
+        vocab = _vocab([protos["src"]], control_pieces)
+        tgt_vocab = _vocab([protos["tgt"]], control_pieces)
+        (raw / "target_vocab.json").write_text(json.dumps(tgt_vocab), "utf-8")
+        assert tgt_vocab["<pad>"] < len(vocab)
+    else:
+        vocab = tgt_vocab = _vocab(list(protos.values()), control_pieces)
     (raw / "vocab.json").write_text(json.dumps(vocab), "utf-8")
-    tok = MarianTokenizer(str(raw / "source.spm"), str(raw / "target.spm"), str(raw / "vocab.json"))
-    V, pad = len(vocab), vocab["<pad>"]
-    config = MarianConfig(
-        vocab_size=V,
-        decoder_vocab_size=V,
+    tok = MarianTokenizer(
+        str(raw / "source.spm"),
+        str(raw / "target.spm"),
+        str(raw / "vocab.json"),
+        target_vocab_file=str(raw / "target_vocab.json") if separate_vocabs else None,
+        separate_vocabs=separate_vocabs,
+    )
+    pad = tgt_vocab["<pad>"]
+    if start == "common":
+        start = _common_piece(protos["tgt"], lines["tgt"])
+    options = dict(
+        vocab_size=len(vocab),
+        decoder_vocab_size=len(tgt_vocab),
         d_model=32,
         encoder_layers=2,
         decoder_layers=2,
@@ -80,10 +118,11 @@ def marian_dir(
         activation_function=activation,
         max_position_embeddings=256,
         scale_embedding=True,
-        share_encoder_decoder_embeddings=share,
+        share_encoder_decoder_embeddings=share and not separate_vocabs,
+        tie_word_embeddings=tie_output,
         pad_token_id=pad,
         eos_token_id=0,
-        decoder_start_token_id=pad,
+        decoder_start_token_id=tgt_vocab[start],
         forced_eos_token_id=0,
         init_std=0.3,  # peaked distributions: greedy choices are far from ties
         bad_words_ids=[[pad]],
@@ -91,9 +130,11 @@ def marian_dir(
         max_length=256,
     )
     torch.manual_seed(seed)
-    model = MarianMTModel(config).eval()
+    model = MarianMTModel(MarianConfig(**{**options, **config})).eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(0, 1.0)
+        if not tie_output:
+            model.lm_head.weight.normal_(0, 0.3)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out

@@ -5,19 +5,21 @@ Every model here is built locally (no network)."""
 from __future__ import annotations
 
 import json
+import logging
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from sacrebleu import corpus_bleu
 from torch import nn
 
 from hf_models import marian_dir, synthetic_corpus
 from nmt.checkpoint import load_checkpoint, load_model, save_checkpoint, step_checkpoints
 from nmt.cli import main
 from nmt.config.load import from_dict, load_config, to_dict
+from nmt.data.tokenizer import EOS
 from nmt.importers.hf import NEVER
 from nmt.jobs import train as train_job
 from nmt.models import build_model
@@ -76,8 +78,53 @@ def hf_generate(model, tok, texts: list[str], cfg, beams: int) -> list[str]:
                 bad_words_ids=[[model.config.pad_token_id]],
                 early_stopping=True,
             )
-        out.append(tok.decode(ids[0], skip_special_tokens=True))
+        out.append(tok.decode(ids[0, 1:], skip_special_tokens=True))  # without the start token
     return out
+
+
+def assert_as_transformers(marian: Path, run: Path, corpus: Path, n: int = 10) -> None:
+    """The imported run scores n reference pairs as transformers does (every token's log-prob
+    from its logits) and decodes them greedily to the same, not all empty, outputs."""
+    model = transformers.MarianMTModel.from_pretrained(marian).eval()
+    tok = transformers.MarianTokenizer.from_pretrained(marian)
+    cfg, ours, ours_tok, _ = load_model(run)
+    srcs, refs = lines(corpus / "test.src")[:n], lines(corpus / "test.tgt")[:n]
+    scores = score_pairs(ours, ours_tok, srcs, refs, cfg.decode)
+    for s, r, score in zip(srcs, refs, scores):
+        enc = tok(s, text_target=r, return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**enc).logits[0].float()
+        theirs = torch.log_softmax(logits, -1).gather(1, enc["labels"][0][:, None]).sum().item()
+        assert abs(score["score"] - theirs) / abs(theirs) < 1e-4, (s, r)
+    mine = [t.text for t in translate_texts(ours, ours_tok, srcs, cfg.decode, beam=1)]
+    assert any(mine) and mine == hf_generate(model, tok, srcs, cfg, beams=1)
+
+
+def import_run(marian: Path, run: Path) -> Path:
+    assert main(["import", "hf", str(marian), "-o", str(run)]) == 0
+    return run
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def nmt_log():
+    """The "nmt" logger's records (caplog misses them once a command set up logging: the
+    logger then stops propagating)."""
+    handler, logger = Records(), logging.getLogger("nmt")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -154,16 +201,32 @@ def test_a_gelu_model_with_own_embeddings_and_a_listed_s_piece_scores_the_same(c
         assert abs(score["score"] - theirs) / abs(theirs) < 1e-4
 
 
+def marian_pieces(ours, tok, text: str) -> tuple[list[str], list[str]]:
+    """The source pieces of `text` by our imported tokenizer and by MarianTokenizer."""
+    pieces = {i: p for p, i in tok.encoder.items()}
+    mine = [ours.src.id_to_piece(i) for i in ours.encode_src([text])[0]]
+    return mine, [pieces[i] for i in tok(text)["input_ids"]]
+
+
 def test_imported_tokenizer_gives_marians_ids_with_eos(imported, hf, corpus):
     _, model, ours, _ = load_model(imported)
     _, tok = hf
-    pieces = {i: p for p, i in tok.encoder.items()}
-    for s in lines(corpus / "test.src")[:10] + ["unknown ZZZ words"]:
-        mine = [ours.src.id_to_piece(i) if i > 3 else "<special>" for i in ours.encode_src([s])[0]]
-        theirs = [pieces[i] for i in tok(s)["input_ids"]]
+    for s in lines(corpus / "test.src")[:10] + ["les ZZZ saton"]:
+        # our special ids are named as Marian's (<unk>=1, </s>=3): each matches only itself
+        mine, theirs = marian_pieces(ours, tok, s)
         assert theirs[-1] == "</s>" and ours.encode_src([s])[0][-1] == 3
-        assert len(mine) == len(theirs)
-        assert all(a == b or a == "<special>" for a, b in zip(mine, theirs))
+        assert mine == theirs
+    assert "<unk>" in theirs  # ZZZ
+
+
+@pytest.mark.xfail(strict=True, reason="not reproduced: a run of characters the source model lacks")
+def test_a_character_only_the_target_side_knows_is_looked_up_as_marian_does(imported, hf):
+    """Marian looks up the surface of a run of characters its source model does not know ('w' of
+    the target language) in the joint vocab.json and finds the target's piece; our source model
+    marks that piece unused, so the run is <unk>."""
+    _, _, ours, _ = load_model(imported)
+    mine, theirs = marian_pieces(ours, hf[1], "les w saton")
+    assert "w" in theirs and mine == theirs
 
 
 def test_decoding_starts_from_pad_and_never_emits_it(imported, hf):
@@ -178,23 +241,54 @@ def test_decoding_starts_from_pad_and_never_emits_it(imported, hf):
     assert state["out.bias"][0] == model.final_logits_bias[0, pad]
 
 
+@pytest.mark.parametrize("start", ["</s>", "common"], ids=["eos", "a-piece"])
+def test_a_decoder_start_token_other_than_pad_imports_exactly(corpus, tmp_path, start):
+    """Slot 2 is a new row holding the start token's embedding, never predicted; eos and an
+    ordinary piece keep their own rows (eos counted once, the piece generated and scored)."""
+    marian = marian_dir(tmp_path / "m", corpus, seed=2, start=start)
+    run = import_run(marian, tmp_path / "run")
+    model = transformers.MarianMTModel.from_pretrained(marian).eval()
+    tok = transformers.MarianTokenizer.from_pretrained(marian)
+    first = model.generation_config.decoder_start_token_id
+    if start == "</s>":
+        assert first == model.config.eos_token_id
+    else:  # an ordinary piece the references use: the scores below need its own row
+        assert first not in (0, 1, model.config.pad_token_id)
+        refs = lines(corpus / "test.tgt")[:10]
+        assert any(first in tok(text_target=r)["input_ids"] for r in refs)
+    state = load_checkpoint(run / "best.pt")["model"]
+    emb = model.model.decoder.embed_tokens.weight
+    assert torch.equal(state["tgt_emb.weight"][2], emb[first]) and state["out.bias"][2] == NEVER
+    assert state["tgt_emb.weight"].size(0) == emb.size(0) + 1  # every Marian row once, plus BOS
+    assert_as_transformers(marian, run, corpus)
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"separate_vocabs": True}, {"tie_embeddings": False}),
+        ({"scale_embedding": False}, {"scale_embeddings": False}),
+        ({"tie_output": False}, {"tie_output": False}),
+    ],
+    ids=["separate-vocabs", "unscaled-embeddings", "own-lm-head"],
+)
+def test_marian_options_import_exactly(corpus, tmp_path, options, expected):
+    marian = marian_dir(tmp_path / "m", corpus, seed=3, **options)
+    run = import_run(marian, tmp_path / "run")
+    cfg = load_config(run / "config.yaml", stored=True)
+    assert {k: getattr(cfg.model, k) for k in expected} == expected
+    if options.get("separate_vocabs"):
+        tok = transformers.MarianTokenizer.from_pretrained(marian)
+        assert tok.separate_vocabs and tok.encoder != tok.target_encoder
+        assert not cfg.vocab.joint
+    assert_as_transformers(marian, run, corpus)
+
+
 def test_imported_greedy_equals_generate_on_every_line(imported, hf, corpus):
     cfg, model, tok, _ = load_model(imported)
     srcs = lines(corpus / "test.src")
     ours = [t.text for t in translate_texts(model, tok, srcs, cfg.decode, beam=1)]
     assert ours == hf_generate(*hf, srcs, cfg, beams=1)
-
-
-def test_imported_beam_5_agrees_in_bleu(imported, hf, corpus):
-    """Beam search ranks finished hypotheses differently: ours by GNMT's length penalty
-    ((5 + n) / 6) ** alpha (decode.alpha 0.6), transformers by sum / n ** length_penalty (1.0);
-    the BLEU of the two outputs stays within 0.3."""
-    cfg, model, tok, _ = load_model(imported)
-    srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
-    ours = [t.text for t in translate_texts(model, tok, srcs, cfg.decode, beam=5)]
-    theirs = hf_generate(*hf, srcs, cfg, beams=5)
-    assert abs(corpus_bleu(ours, [refs]).score - corpus_bleu(theirs, [refs]).score) < 0.3
-    assert corpus_bleu(ours, [theirs]).score > 60  # and mostly the same sentences
 
 
 def test_imported_run_decodes_int8_and_exports_to_ctranslate2(imported, corpus, tmp_path):
@@ -318,23 +412,123 @@ def test_transformers_decodes_an_export_as_nmt_translate_does(toy_run, exported,
     assert sum(a == b for a, b in zip(ours, theirs)) >= 0.98 * len(srcs)
 
 
-def test_translation_pipeline_runs_an_export(exported):
-    try:
-        pipe = transformers.pipeline("translation", model=str(exported))
-    except KeyError:  # transformers 5 removed the task
-        pytest.skip(f"transformers {transformers.__version__} has no translation pipeline")
-    assert isinstance(pipe("he sees the dog")[0]["translation_text"], str)
+def test_marian_generate_on_a_padded_batch_translates_an_export_as_we_do(toy_run, exported, corpus):
+    """What replaced pipeline("translation") (gone in transformers 5): MarianMTModel.generate on
+    a padded batch, with the export's generation config (greedy: our beam ranks by GNMT's length
+    penalty, which transformers lacks). The export's ids are ours, so the ids must match."""
+    cfg, model, tok, _ = load_model(toy_run)
+    srcs = lines(corpus / "test.src")
+    ours = translate_texts(model, tok, srcs, cfg.decode, beam=1)
+    texts = [t.text for t in ours]
+    assert all(texts) and len(set(texts)) >= len(srcs) // 2  # real, input-dependent output
+    client = transformers.MarianMTModel.from_pretrained(exported).eval()
+    client_tok = transformers.MarianTokenizer.from_pretrained(exported)
+    batch = client_tok(srcs, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = client.generate(**batch, num_beams=1, do_sample=False)
+    ended = 0
+    for t, row in zip(ours, out[:, 1:].tolist()):  # without the start token
+        theirs = row[: row.index(EOS)] if EOS in row else row
+        n = limit(cfg, len(t.src_pieces))
+        if len(t.hyp.tokens) < n:
+            ended += 1
+            assert theirs == t.hyp.tokens and client_tok.decode(theirs) == t.text
+        else:  # ours stopped at its per-sentence limit, transformers' is the batch's
+            assert theirs[:n] == t.hyp.tokens
+    assert ended >= 0.75 * len(srcs)
 
 
-def test_import_of_an_export_gives_back_the_same_weights(toy_run, exported, tmp_path):
-    back = tmp_path / "back"
-    assert main(["import", "hf", str(exported), "-o", str(back)]) == 0
+@pytest.fixture(scope="module")
+def reimported(exported) -> Path:
+    return import_run(exported, exported.parent / "toy_back")
+
+
+def test_import_of_an_export_gives_back_the_same_weights(toy_run, reimported):
     a = load_checkpoint(toy_run / "best.pt")
-    b = load_checkpoint(back / "best.pt")
+    b = load_checkpoint(reimported / "best.pt")
     assert a["config"]["model"] == b["config"]["model"]
     assert a["model"].keys() == b["model"].keys()
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
+
+
+def test_imported_beam_search_gives_transformers_token_ids(reimported, exported, corpus):
+    """Beam 5 on a model that translates (the toy run's export, imported): both rank finished
+    hypotheses by their log-prob (our decode.alpha 0, transformers' length_penalty 0; our GNMT
+    penalty has no transformers counterpart), so the ids are the same. A hypothesis cut at the
+    length limit may differ: transformers' forced EOS costs nothing, ours its log-prob."""
+    cfg, model, tok, _ = load_model(reimported)
+    srcs = lines(corpus / "test.src")
+    ours = translate_texts(model, tok, srcs, replace(cfg.decode, alpha=0.0), beam=5)
+    assert all(t.text for t in ours) and len({t.text for t in ours}) >= len(srcs) // 2
+    client = transformers.MarianMTModel.from_pretrained(exported).eval()
+    client_tok = transformers.MarianTokenizer.from_pretrained(exported)
+    same = ended = 0
+    for s, t in zip(srcs, ours):
+        enc = client_tok(s, return_tensors="pt")
+        n = limit(cfg, enc["input_ids"].size(1))
+        with torch.no_grad():
+            out = client.generate(
+                **enc, num_beams=5, length_penalty=0.0, early_stopping=True, max_new_tokens=n + 1
+            )
+        ids = out[0, 1:].tolist()  # without the start token
+        theirs = ids[:-1] if ids[-1] == EOS else ids
+        if len(t.hyp.tokens) < n and len(theirs) < n:
+            ended += 1
+            assert t.hyp.tokens == theirs, s
+        same += t.hyp.tokens == theirs
+    assert ended >= 0.9 * len(srcs) and same >= 0.95 * len(srcs)
+
+
+@pytest.mark.parametrize("drop", ["theirs", "ours"])
+def test_an_export_that_would_leave_a_weight_behind_is_one_line(
+    toy_run, tmp_path, capsys, monkeypatch, drop
+):
+    """A MarianMTModel parameter without a value from the run (it would stay random), or a run
+    parameter without a MarianMTModel place (it would be lost), names itself and exports
+    nothing."""
+    import nmt.export.hf as export_hf
+
+    if drop == "theirs":
+        real, name = export_hf.marian_state, "model.decoder.layers.1.fc2.bias"
+
+        def state(*args):
+            return {k: v for k, v in real(*args).items() if k != name}
+
+        monkeypatch.setattr(export_hf, "marian_state", state)
+    else:
+        pairs, name = export_hf.layer_names, "encoder.0.ff.3.bias"
+        monkeypatch.setattr(
+            export_hf, "layer_names", lambda n: [p for p in pairs(n) if p[0] != name]
+        )
+    out = tmp_path / "hf"
+    assert main(["export", str(toy_run), "--format", "hf", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and name in err and "Hugging Face" in err
+    assert not out.exists()
+
+
+def test_activation_dropout_round_trips(corpus, tmp_path, nmt_log):
+    """Our feed-forward applies model.dropout after its activation: the export says so in
+    activation_dropout, and import -> export -> import keeps the value."""
+    marian = marian_dir(tmp_path / "m", corpus, seed=4, dropout=0.2, activation_dropout=0.2)
+    run = import_run(marian, tmp_path / "run")
+    assert load_config(run / "config.yaml", stored=True).model.dropout == 0.2
+    assert main(["export", str(run), "--format", "hf", "-o", str(tmp_path / "hf")]) == 0
+    exported = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert (exported["dropout"], exported["activation_dropout"]) == (0.2, 0.2)
+    back = import_run(tmp_path / "hf", tmp_path / "back")
+    assert load_config(back / "config.yaml", stored=True).model.dropout == 0.2
+    assert not [r for r in nmt_log.records if "dropout" in r.getMessage()]
+
+
+def test_a_differing_activation_dropout_is_one_logged_line(corpus, tmp_path, nmt_log):
+    marian = marian_dir(tmp_path / "m", corpus, seed=4, dropout=0.1, activation_dropout=0.0)
+    run = import_run(marian, tmp_path / "run")
+    assert load_config(run / "config.yaml", stored=True).model.dropout == 0.1
+    said = [r.getMessage() for r in nmt_log.records if "activation_dropout" in r.getMessage()]
+    assert len(said) == 1 and "\n" not in said[0]
+    assert "activation_dropout 0.0" in said[0] and "model.dropout (0.1)" in said[0]
 
 
 def test_pre_norm_and_rnn_runs_are_refused_in_one_line(

@@ -7,18 +7,26 @@ best.pt, so every command that takes a run takes it.
 
 Token ids. nmt fixes PAD=0, UNK=1, BOS=2, EOS=3 and starts decoding from BOS; Marian looks its
 sentencepiece pieces up in vocab.json (</s>=0, <unk>=1, ..., <pad>=last) and starts decoding from
-`decoder_start_token_id` (pad). The import reorders the vocabulary into our slots: our id 0 is
-Marian's pad, 1 its unk, 3 its eos, 2 its decoder start token. When that token is pad (every
-OPUS-MT model), slot 2 is a new row holding a copy of pad's embedding, with a final logit bias of
--1e9 (exp underflows to 0 in fp32), so the network computes exactly Marian's distribution over
-Marian's tokens; decoding never emits pad or the start token (Marian's `bad_words_ids`). The
-remaining pieces follow in vocab.json order. The sentencepiece models are rewritten to emit
-these ids themselves (nmt.importers.spm_order), and the source gets `</s>` appended, as
-MarianTokenizer does.
+`decoder_start_token_id` (pad in every OPUS-MT model). The import reorders the vocabulary into our
+slots: our id 0 is Marian's pad, 1 its unk, 3 its eos. Slot 2 is a new row holding the embedding of
+Marian's decoder start token (whichever it is: pad, eos or an ordinary piece), with a final logit
+bias of -1e9 (exp underflows to 0 in fp32); the start token itself keeps its own row and bias. So
+the network computes exactly Marian's distribution over Marian's tokens, and decoding never emits
+pad (Marian's `bad_words_ids`). Only a start token named <s> that Marian bans from generation (our
+own export's) takes slot 2 itself, so that importing an export gives back its weights. The
+remaining pieces follow in vocab.json order. The sentencepiece models are rewritten to emit these
+ids themselves (nmt.importers.spm_order), and the source gets `</s>` appended, as MarianTokenizer
+does.
+
+Dropout: our Transformer has one `model.dropout` for embeddings, residuals and the feed-forward
+interior; Marian has `dropout` and `activation_dropout` (fc1's output). The import keeps Marian's
+`dropout` and, when `activation_dropout` differs, says so in one logged line (it matters to
+fine-tuning only: inference has no dropout).
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import socket
 import warnings
@@ -41,6 +49,8 @@ from nmt.run_dir import RunDir
 NEVER = -1e9  # final logit bias of a row that must never be predicted (exp(-1e9) == 0)
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
 LAYOUT_KEY = "nmt_sinusoid_layout"  # written by `nmt export --format hf` (nmt.export.hf)
+
+log = logging.getLogger("nmt")
 
 
 def import_transformers() -> Any:
@@ -137,20 +147,43 @@ def _first(e: BaseException) -> str:
     return text[0][:300] if text else type(e).__name__
 
 
-def _order(vocab: dict[str, int], pad: int, unk: int, eos: int, start: Optional[int], size: int):
-    """(Marian row of each of our ids, None for a new row; the pieces in our order)."""
+def _order(vocab: dict[str, int], pad: int, unk: int, eos: int, bos: Optional[int], size: int):
+    """(Marian row of each of our ids, None for a new row; the pieces in our order). `bos`: the
+    Marian row our BOS slot takes itself, None for a new row."""
     piece = {i: p for p, i in vocab.items()}
     if sorted(piece) != list(range(size)) or len(piece) != len(vocab):
         raise NmtError(
             f"the vocabulary has {len(vocab)} pieces with ids that do not cover 0..{size - 1} "
             f"once each (the model's vocabulary size is {size})"
         )
-    head = [pad, unk, start if start not in (None, pad) else None, eos]
+    head = [pad, unk, bos, eos]
     rows = head + [i for i in range(size) if i not in head]
     # An ordinary entry named like one of our special slots (a vocab.json listing the
     # sentencepiece models' own <s>) keeps its row under a name no text produces.
     rest = [piece[i] if piece[i] not in SPECIALS else f"{piece[i]}#{i}" for i in rows[4:]]
     return rows, list(SPECIALS) + rest
+
+
+def _decoder_start(
+    net: Any, config: Any, vocab: dict[str, int], pad: int, size: int
+) -> tuple[int, bool]:
+    """(Marian's decoder start token, whether our BOS slot may be its row itself). It may only
+    when Marian never generates it either and no text produces it: an <s> in bad_words_ids (our
+    export's). Any other start token, pad, eos or a piece, keeps its own row: slot 2 is new."""
+    gen = getattr(net, "generation_config", None)
+    # generate() reads the generation config first (transformers 5 keeps the ids only there)
+    start = getattr(gen, "decoder_start_token_id", None)
+    start = config.decoder_start_token_id if start is None else start
+    if start is None:
+        return pad, False
+    if not 0 <= start < size:
+        raise NmtError(
+            f"decoder_start_token_id {start} is not a target token id; expected one in "
+            f"0..{size - 1}"
+        )
+    banned = getattr(gen, "bad_words_ids", None) or getattr(config, "bad_words_ids", None) or []
+    named_s = vocab.get("<s>") == start
+    return start, named_s and [start] in banned
 
 
 def _take(table: torch.Tensor, rows: list[Optional[int]], fill: int) -> torch.Tensor:
@@ -159,6 +192,20 @@ def _take(table: torch.Tensor, rows: list[Optional[int]], fill: int) -> torch.Te
 
 # ----------------------------------------------------------------------------------------------
 # Building the run
+
+
+def _dropout(config: Any) -> float:
+    """Our one `model.dropout`: Marian's `dropout`, which covers most of what ours does
+    (embeddings, every residual). A differing `activation_dropout` (fc1's output; 0.0 in OPUS-MT
+    configs) cannot be kept: refusing would refuse every OPUS-MT model, for a setting that only
+    fine-tuning feels, so the import says what our feed-forward applies instead."""
+    act = getattr(config, "activation_dropout", config.dropout)
+    if act != config.dropout:  # info, not a warning: translating an import never feels it
+        log.info(
+            f"Marian's activation_dropout {act} differs from its dropout {config.dropout}; "
+            f"nmt's feed-forward applies model.dropout ({config.dropout}) there when fine-tuning"
+        )
+    return config.dropout
 
 
 def _model_section(config: Any, bias: bool, tie_embeddings: bool, tie_output: bool) -> dict:
@@ -183,7 +230,7 @@ def _model_section(config: Any, bias: bool, tie_embeddings: bool, tie_output: bo
         "d_model": config.d_model,
         "heads": config.encoder_attention_heads,
         "ff": config.encoder_ffn_dim,
-        "dropout": config.dropout,
+        "dropout": _dropout(config),
         "attention_dropout": config.attention_dropout,
         "norm": "post",
         "positions": "sinusoidal",
@@ -197,8 +244,9 @@ def _model_section(config: Any, bias: bool, tie_embeddings: bool, tie_output: bo
     }
 
 
-def _weights(hf: dict, layers: int, src_rows: list, tgt_rows: list, pad: int) -> tuple:
-    """(our state dict, whether it has a final logits bias, tie_embeddings, tie_output)."""
+def _weights(hf: dict, layers: int, src_rows: list, tgt_rows: list, fill: tuple) -> tuple:
+    """(our state dict, whether it has a final logits bias, tie_embeddings, tie_output). `fill`:
+    the Marian rows (source, target) that the new rows copy."""
     enc_emb, dec_emb = (
         hf["model.encoder.embed_tokens.weight"],
         hf["model.decoder.embed_tokens.weight"],
@@ -206,16 +254,18 @@ def _weights(hf: dict, layers: int, src_rows: list, tgt_rows: list, pad: int) ->
     head = hf.get("lm_head.weight", dec_emb)
     logits_bias = hf.get("final_logits_bias", torch.zeros(1, dec_emb.size(0)))[0]
     new_rows = [i for i, r in enumerate(tgt_rows) if r is None]
-    bias = _take(logits_bias, tgt_rows, pad)
+    bias = _take(logits_bias, tgt_rows, fill[1])
     bias[new_rows] = NEVER
-    tie_embeddings = src_rows == tgt_rows and torch.equal(enc_emb, dec_emb)
     tie_output = torch.equal(head, dec_emb)
     use_bias = bool(new_rows) or bool(logits_bias.any())
     state = {
-        "src_emb.weight": _take(enc_emb, src_rows, pad),
-        "tgt_emb.weight": _take(dec_emb, tgt_rows, pad),
-        "out.weight": _take(head, tgt_rows, pad),
+        "src_emb.weight": _take(enc_emb, src_rows, fill[0]),
+        "tgt_emb.weight": _take(dec_emb, tgt_rows, fill[1]),
+        "out.weight": _take(head, tgt_rows, fill[1]),
     }
+    tie_embeddings = src_rows == tgt_rows and torch.equal(
+        state["src_emb.weight"], state["tgt_emb.weight"]
+    )
     if use_bias:
         state["out.bias"] = bias
     for ours, theirs in layer_names(layers):
@@ -223,38 +273,43 @@ def _weights(hf: dict, layers: int, src_rows: list, tgt_rows: list, pad: int) ->
     return state, use_bias, tie_embeddings, tie_output
 
 
-def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
-    """(config dict, our state dict, tokenizer) of a Marian model."""
-    config, net, tok = _load(model)
-    hf = net.state_dict()
+def _rows(net: Any, config: Any, tok: Any, hf: dict) -> tuple:
+    """(source rows, source pieces, target rows, target pieces, the Marian rows (source,
+    target) that new rows copy): each side's vocabulary in our id order."""
     pad, eos = config.pad_token_id, config.eos_token_id
-    gen = getattr(net, "generation_config", None)
-    # generate() reads the generation config first (transformers 5 keeps the ids only there)
-    start = getattr(gen, "decoder_start_token_id", None)
-    start = config.decoder_start_token_id if start is None else start
-    if pad is None or eos is None:
-        raise NmtError(f"{model}: config.json must set pad_token_id and eos_token_id")
     src_vocab = tok.encoder
     tgt_vocab = tok.target_encoder if tok.separate_vocabs else tok.encoder
     src_size = hf["model.encoder.embed_tokens.weight"].size(0)
     tgt_size = hf["model.decoder.embed_tokens.weight"].size(0)
+    start, start_is_bos = _decoder_start(net, config, tgt_vocab, pad, tgt_size)
     # Source ids: the source vocabulary's own pad/unk/eos (the same ids when the vocab is joint).
+    src_pad = src_vocab.get(str(tok.pad_token), pad)
     src_rows, src_pieces = _order(
         src_vocab,
-        src_vocab.get(str(tok.pad_token), pad),
+        src_pad,
         src_vocab[str(tok.unk_token)],
         src_vocab.get(str(tok.eos_token), eos),
         src_vocab.get("<s>"),  # our export's source vocab has one (unused): keep its row
         src_size,
     )
-    tgt_rows, tgt_pieces = _order(
-        tgt_vocab, pad, tgt_vocab[str(tok.unk_token)], eos, start, tgt_size
-    )
+    bos = start if start_is_bos else None
+    unk = tgt_vocab[str(tok.unk_token)]
+    tgt_rows, tgt_pieces = _order(tgt_vocab, pad, unk, eos, bos, tgt_size)
     if tgt_rows[2] is None and src_pieces == tgt_pieces:
-        src_rows = tgt_rows  # a joint vocabulary keeps one row order on both sides
+        # a joint vocabulary: one row order and one table on both sides
+        return tgt_rows, src_pieces, tgt_rows, tgt_pieces, (start, start)
+    return src_rows, src_pieces, tgt_rows, tgt_pieces, (src_pad, start)
 
+
+def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
+    """(config dict, our state dict, tokenizer) of a Marian model."""
+    config, net, tok = _load(model)
+    hf = net.state_dict()
+    if config.pad_token_id is None or config.eos_token_id is None:
+        raise NmtError(f"{model}: config.json must set pad_token_id and eos_token_id")
+    src_rows, src_pieces, tgt_rows, tgt_pieces, fill = _rows(net, config, tok, hf)
     state, use_bias, tie_embeddings, tie_output = _weights(
-        hf, config.encoder_layers, src_rows, tgt_rows, pad
+        hf, config.encoder_layers, src_rows, tgt_rows, fill
     )
     section = _model_section(config, use_bias, tie_embeddings, tie_output)
     if section["sinusoid_layout"] == "interleaved":  # our own export: undo its permutation
@@ -262,6 +317,7 @@ def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
         state = permute_model_dim(state, sorted(range(len(order)), key=order.__getitem__))
 
     joint = src_pieces == tgt_pieces
+    gen = getattr(net, "generation_config", None)
     spm = [Path(p).read_bytes() for p in tok.spm_files]
     src_proto, tgt_proto = reorder(spm[0], src_pieces), reorder(spm[1], tgt_pieces)
     one_model = joint and src_proto == tgt_proto
