@@ -1,5 +1,6 @@
 """Transformer run -> Hugging Face MarianMTModel + MarianTokenizer directory (`nmt export RUN
---format hf -o DIR`), which `transformers.pipeline("translation", model=DIR)` runs.
+--format hf -o DIR`), which `MarianMTModel.from_pretrained(DIR).generate` runs (and, before
+transformers 5, `transformers.pipeline("translation", model=DIR)`).
 
 How our Transformer maps onto MarianMTModel (nmt.importers.marian_weights names the parameters):
 - post-norm only. A pre-norm run is refused: MarianMTModel is post-norm, and the pre-norm classes
@@ -17,6 +18,11 @@ How our Transformer maps onto MarianMTModel (nmt.importers.marian_weights names 
   (decoder_start_token_id 2), and <pad> and <s> are never generated (bad_words_ids). A separate
   source and target vocabulary gives MarianTokenizer's separate_vocabs (target_vocab.json).
 - our `final_logits_bias` is Marian's; without it the bias is zero.
+- every MarianMTModel parameter and buffer is filled from the run, except the sinusoid tables
+  Marian computes itself (DERIVED), and every run parameter lands somewhere; else the export
+  fails naming the name, rather than writing random or dropping weights.
+- dropout: our one `model.dropout` is also applied after the feed-forward activation, so it is
+  Marian's `dropout` and `activation_dropout` both.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from nmt.importers.marian_weights import halves_order, layer_names, permute_mode
 from nmt.models.transformer import Transformer
 
 ACTIVATIONS = {"relu": "relu", "swish": "swish", "gelu": "gelu"}
+# MarianMTModel's sinusoid tables: computed from config.json when it loads, never saved.
+DERIVED = frozenset(f"model.{side}.embed_positions.weight" for side in ("encoder", "decoder"))
 
 
 def _refuse(cfg: Config, model: Any, tok: Tokenizer, path: str) -> None:
@@ -87,6 +95,15 @@ def marian_state(model: Transformer, layout: str) -> dict[str, torch.Tensor]:
     ours = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     if layout == "interleaved":
         ours = permute_model_dim(ours, halves_order(model.d_model))
+    names = dict(layer_names(model.n_layers))
+    left = sorted(
+        set(ours) - set(names) - {"src_emb.weight", "tgt_emb.weight", "out.weight", "out.bias"}
+    )
+    if left:
+        raise NmtError(
+            f"cannot export to Hugging Face: the run's {', '.join(left)} has no MarianMTModel "
+            f"counterpart; expected only the parameters nmt.importers.marian_weights names"
+        )
     tgt = ours["tgt_emb.weight"]
     state = {
         "model.encoder.embed_tokens.weight": ours["src_emb.weight"],
@@ -95,9 +112,22 @@ def marian_state(model: Transformer, layout: str) -> dict[str, torch.Tensor]:
         "lm_head.weight": ours["out.weight"],
         "final_logits_bias": ours.get("out.bias", torch.zeros(tgt.size(0)))[None],
     }
-    for name, theirs in layer_names(model.n_layers):
+    for name, theirs in names.items():
         state[theirs] = ours[name]
     return state
+
+
+def _fill(net: Any, ours: dict[str, torch.Tensor]) -> None:
+    """Load our weights into `net`: every parameter and buffer from ours, or one that
+    MarianMTModel derives itself (DERIVED); any other would be exported with random values."""
+    state = net.state_dict()
+    unfilled = sorted(set(state) - set(ours) - DERIVED)
+    if unfilled:
+        raise NmtError(
+            f"cannot export to Hugging Face: MarianMTModel's {', '.join(unfilled)} would keep "
+            f"random values; expected every parameter filled from the run's weights"
+        )
+    net.load_state_dict({**state, **{k: v for k, v in ours.items() if k in state}})
 
 
 def build_marian(cfg: Config, model: Transformer, tok: Tokenizer) -> tuple[Any, dict]:
@@ -119,7 +149,7 @@ def build_marian(cfg: Config, model: Transformer, tok: Tokenizer) -> tuple[Any, 
         activation_function=ACTIVATIONS[m.activation],
         dropout=m.dropout,
         attention_dropout=m.attention_dropout,
-        activation_dropout=0.0,
+        activation_dropout=m.dropout,  # our feed-forward's dropout after its activation
         max_position_embeddings=positions,
         scale_embedding=m.scale_embeddings,
         pad_token_id=PAD,
@@ -131,12 +161,7 @@ def build_marian(cfg: Config, model: Transformer, tok: Tokenizer) -> tuple[Any, 
         **extra,
     )
     net = tf.MarianMTModel(config).eval()
-    state = net.state_dict()
-    ours = marian_state(model, m.sinusoid_layout)
-    for name in state:
-        if name in ours:
-            state[name] = ours[name]
-    net.load_state_dict(state)
+    _fill(net, marian_state(model, m.sinusoid_layout))
     gen = {
         "decoder_start_token_id": BOS,
         "eos_token_id": EOS,
