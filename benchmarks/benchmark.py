@@ -145,10 +145,10 @@ def train_worker(args: argparse.Namespace) -> dict:
 
     from nmt.config.load import load_config
     from nmt.data.prepared import prepared_corpus
-    from nmt.distributed import DistInfo
     from nmt.models import build_model
     from nmt.precision import DTYPES
-    from nmt.train import Trainer, peak_memory_mb, resolve_device
+    from nmt.training.distributed import DistInfo
+    from nmt.training.trainer import Trainer, peak_memory_mb, resolve_device
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -254,7 +254,7 @@ def translate_worker(args: argparse.Namespace) -> dict:
     from nmt.data.corpus import load_split
     from nmt.inference import decoding_device
     from nmt.precision import autocast_for, decode_precision
-    from nmt.train import peak_memory_mb
+    from nmt.training.trainer import peak_memory_mb
     from nmt.translate import translate_texts
 
     if args.threads:

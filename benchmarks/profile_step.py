@@ -44,10 +44,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     from nmt.config.load import load_config
     from nmt.data.prepared import prepared_corpus
-    from nmt.distributed import DistInfo
     from nmt.models import build_model
     from nmt.study import load_study, model_configs
-    from nmt.train import Trainer
+    from nmt.training.distributed import DistInfo
+    from nmt.training.trainer import Trainer
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp())

@@ -117,9 +117,9 @@ def precision_run(config: str, sets: list[str], precision: str, steps: int) -> d
 
     from nmt.config.load import load_config
     from nmt.data.prepared import prepared_corpus
-    from nmt.distributed import DistInfo
     from nmt.models import build_model
-    from nmt.train import Trainer, resolve_device
+    from nmt.training.distributed import DistInfo
+    from nmt.training.trainer import Trainer, resolve_device
 
     cfg = load_config(
         config,
@@ -233,7 +233,7 @@ def ddp_worker(out_dir: str) -> int:
     import torch
     import torch.distributed as dist
 
-    import nmt.train as train_mod
+    import nmt.training.trainer as train_mod
     from nmt.cli import main
 
     last = (

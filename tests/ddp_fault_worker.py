@@ -7,7 +7,7 @@ Rank 0 must neither hang nor take a different way out of the run."""
 import os
 import sys
 
-import nmt.train as train_mod
+import nmt.training.trainer as train_mod
 from nmt.cli import main
 
 FAULT = os.environ["NMT_TEST_FAULT"]

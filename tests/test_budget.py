@@ -12,15 +12,15 @@ import pytest
 import torch
 import yaml
 
-import nmt.train as train_mod
+import nmt.training.trainer as train_mod
 from conftest import REPO
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.jobs import train as train_job
-from nmt.train import Trainer
-from nmt.train_clock import TrainClock
-from nmt.train_log import duration
+from nmt.training.clock import TrainClock
+from nmt.training.log import duration
+from nmt.training.trainer import Trainer
 
 MODEL = {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64}
 DATA = {

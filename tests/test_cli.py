@@ -849,7 +849,7 @@ def test_a_study_killed_after_early_stopping_ends_with_the_same_table(tmp_path, 
     """The study dies after a model stopped early but before it was marked trained (where the
     parent-death SIGTERM may land, during checkpoint averaging): the rerun resumes the run, which
     stays stopped, and prints the same table."""
-    import nmt.train as train_mod
+    import nmt.training.trainer as train_mod
 
     bleu = {"n": 0}
 

@@ -12,11 +12,11 @@ import torch.distributed as tdist
 import torch.multiprocessing as mp
 
 from conftest import make_config
-from nmt import distributed
 from nmt.data.batching import make_batch
-from nmt.distributed import DistInfo
 from nmt.errors import NmtError
 from nmt.models import build_model
+from nmt.training import distributed
+from nmt.training.distributed import DistInfo
 
 
 def _torchrun_env(monkeypatch, rank: int, world: int) -> None:
@@ -72,7 +72,7 @@ BATCHES = [  # two batches of very different token counts (3 and 9 target tokens
 
 
 def _trainer(tmp: Path, dist: DistInfo, accum: int):
-    from nmt.train import Trainer
+    from nmt.training.trainer import Trainer
 
     cfg = make_config(
         data={"source": "synthetic"},

@@ -336,7 +336,7 @@ def test_disk_full_while_writing_a_report_names_the_file(run, tmp_path, monkeypa
 
 
 def test_out_of_memory_on_a_batch_is_one_line_suggesting_a_smaller_batch(run, monkeypatch, capsys):
-    from nmt.train import Trainer
+    from nmt.training.trainer import Trainer
 
     run_dir, cfg = run
     before = snapshot(run_dir)

@@ -15,7 +15,7 @@ from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.data.prepared import prepared_corpus
 from nmt.jobs import train as train_job
-from nmt.train import loss_fn
+from nmt.training.trainer import loss_fn
 
 MODEL = {
     "arch": "transformer",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import nmt.loss
+import nmt.training.loss
 from nmt.data.tokenizer import PAD
-from nmt.loss import projected_cross_entropy, token_cross_entropy
+from nmt.training.loss import projected_cross_entropy, token_cross_entropy
 from test_models import VARIANTS, V, build, decoder_input, sentences
 
 
@@ -23,7 +23,7 @@ def batch(lengths=(7, 3, 5)):
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
     """Several chunks per batch (V logits a row, 4 rows a chunk), so chunk edges are covered."""
-    monkeypatch.setitem(nmt.loss.CHUNK_ELEMENTS, "cpu", 4 * V)
+    monkeypatch.setitem(nmt.training.loss.CHUNK_ELEMENTS, "cpu", 4 * V)
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_config
-from nmt import stop_agreement
-from nmt.distributed import DistInfo
-from nmt.stop_agreement import StopAgreement
-from nmt.stopping import STOP_CODES, stop_decision
+from nmt.training import stop_agreement
+from nmt.training.distributed import DistInfo
+from nmt.training.stop_agreement import StopAgreement
+from nmt.training.stopping import STOP_CODES, stop_decision
 
 
 def cfg(**train):

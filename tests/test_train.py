@@ -20,8 +20,8 @@ from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.errors import NmtError
 from nmt.jobs import train as train_job
-from nmt.train_checkpoint import Progress
-from nmt.train_clock import TrainClock
+from nmt.training.checkpoints import Progress
+from nmt.training.clock import TrainClock
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
@@ -170,7 +170,7 @@ def test_resume_of_a_finished_run_trains_no_extra_step(tmp_path):
 
 
 def test_resume_after_a_signal_validates_the_unvalidated_last_steps(tmp_path, monkeypatch):
-    import nmt.train as train_mod
+    import nmt.training.trainer as train_mod
 
     real_step = train_mod.Trainer.train_step
 
@@ -225,7 +225,7 @@ def _sigterm_after_step(train_mod, at: int, monkeypatch) -> None:
 def test_an_interrupted_run_keeps_and_averages_what_an_unbroken_run_does(
     tmp_path, monkeypatch, signals
 ):
-    import nmt.train as train_mod
+    import nmt.training.trainer as train_mod
 
     keep = ["train.keep_last=3", "train.average_last=3"]
     unbroken = train_job.train(
@@ -257,7 +257,7 @@ def test_without_a_validation_split_best_is_the_latest_model(tmp_path):
 
 
 def test_early_stopping_after_patience_validations_without_improvement(tmp_path, monkeypatch):
-    import nmt.train as train_mod
+    import nmt.training.trainer as train_mod
 
     scores = iter([20.0, 25.0, 24.0, 25.0])  # BLEU: better, better, worse, not better
     monkeypatch.setattr(
@@ -272,7 +272,7 @@ def test_early_stopping_after_patience_validations_without_improvement(tmp_path,
 
 
 def test_a_run_that_stopped_early_stays_stopped_when_resumed(tmp_path, monkeypatch):
-    import nmt.train as train_mod
+    import nmt.training.trainer as train_mod
 
     scores = iter([20.0, 25.0, 24.0, 25.0, 24.0, 26.0, 27.0])
     monkeypatch.setattr(
@@ -369,7 +369,7 @@ def test_fp16_on_cpu_is_a_config_error(tmp_path, capsys):
 
 
 def test_non_finite_losses_are_skipped_then_stop_training(tmp_path, monkeypatch):
-    import nmt.train as train_mod
+    import nmt.training.trainer as train_mod
 
     real = train_mod.loss_fn
     calls = {"n": 0}
@@ -533,7 +533,7 @@ def test_train_clock_counts_this_run_and_adds_to_the_total():
 def test_max_minutes_counts_this_run_and_valid_rows_carry_the_training_seconds(
     tmp_path, monkeypatch
 ):
-    import nmt.train as train_mod
+    import nmt.training.trainer as train_mod
 
     fake, real_step = FakeTime(per_step=20.0), train_mod.Trainer.train_step
 

@@ -15,8 +15,8 @@ import nmt
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.config.load import load_config
 from nmt.jobs import train as train_job
-from nmt.train import Trainer
-from nmt.train_log import strict_json
+from nmt.training.log import strict_json
+from nmt.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_train import metrics, write_config  # noqa: E402
@@ -71,7 +71,7 @@ def test_at_most_one_host_read_per_step_outside_logging_steps(tmp_path, monkeypa
     with count_host_reads(counter):
         train_job.train(load_config(cfg))
     assert len(counter["reads"]) <= steps, counter["reads"]
-    assert counter["reads"] == ["tolist in train_step.py"] * steps  # the step's one read
+    assert counter["reads"] == ["tolist in step.py"] * steps  # the step's one read
 
 
 def test_metrics_lines_are_strict_json_with_null_for_non_finite_numbers():

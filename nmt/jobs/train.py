@@ -20,15 +20,15 @@ from nmt.config.load import check_trainable, with_absolute_paths
 from nmt.data.batching import BucketBatcher
 from nmt.data.corpus import load_split
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
-from nmt.distributed import barrier, cleanup, init
 from nmt.errors import NmtError
 from nmt.evaluate import score_report
-from nmt.finetune import init_optimizer, init_weights, load_parent
 from nmt.logs import setup_logging
 from nmt.models import NMTModel, build_model
 from nmt.precision import autocast_for, decode_precision, resolve_precision
 from nmt.run_dir import RunDir
-from nmt.train import Trainer, cpu_has_bf16, resolve_device, seed_everything
+from nmt.training.distributed import barrier, cleanup, init
+from nmt.training.finetune import init_optimizer, init_weights, load_parent
+from nmt.training.trainer import Trainer, cpu_has_bf16, resolve_device, seed_everything
 from nmt.translate import translate_texts
 
 log = logging.getLogger("nmt")

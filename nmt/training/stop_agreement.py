@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 from nmt.config import Config
-from nmt.distributed import DistInfo, all_reduce_max
-from nmt.stopping import STOP_CODES, Stop, stop_decision
+from nmt.training.distributed import DistInfo, all_reduce_max
+from nmt.training.stopping import STOP_CODES, Stop, stop_decision
 
 
 class StopAgreement:

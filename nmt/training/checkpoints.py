@@ -12,11 +12,11 @@ from nmt.checkpoint import load_checkpoint, model_payload, save_checkpoint, toke
 from nmt.config import Config
 from nmt.config.load import to_dict
 from nmt.data.tokenizer import Tokenizer
-from nmt.distributed import DistInfo, all_gather_objects
 from nmt.errors import NmtError
-from nmt.rng import rank_seed, rng_state, seed_everything, set_rng_state
 from nmt.run_dir import RunDir
-from nmt.train_step import Optimised
+from nmt.training.distributed import DistInfo, all_gather_objects
+from nmt.training.rng import rank_seed, rng_state, seed_everything, set_rng_state
+from nmt.training.step import Optimised
 
 log = logging.getLogger("nmt")
 

@@ -1,7 +1,7 @@
 """The training loop. It steps, validates, checkpoints and stops; its collaborators beside it hold
-each of those jobs: `train_step` (one optimiser step), `schedule` (the learning rate), `rng`,
-`train_checkpoint` (save and exact resume), `train_log` (metrics rows and log lines),
-`train_clock` (training time), `stopping` and `stop_agreement` (why and when all ranks stop).
+each of those jobs: `step` (one optimiser step), `schedule` (the learning rate), `rng`,
+`checkpoints` (save and exact resume), `log` (metrics rows and log lines), `clock` (training
+time), `stopping` and `stop_agreement` (why and when all ranks stop).
 
 A plain loop over deterministic token-budget batches. Everything that decides what happens next
 (step, epoch, position in the epoch, RNG states, optimiser, schedule, best score, patience) is in
@@ -24,19 +24,14 @@ from nmt.data.batching import Batch, BucketBatcher
 from nmt.data.heap import keep_freed_memory
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.word_dropout import drop_source_words
-from nmt.distributed import DistInfo, all_reduce_flag, barrier
 from nmt.errors import NmtError
-from nmt.loss import projected_cross_entropy, token_cross_entropy
 from nmt.models.base import NMTModel
 from nmt.precision import autocast_for, cpu_has_bf16, resolve_precision, set_tf32
-from nmt.rng import seed_everything
 from nmt.run_dir import RunDir
-from nmt.schedule import Schedule
-from nmt.stop_agreement import StopAgreement
-from nmt.stopping import BadSteps, early_stop_reason
-from nmt.train_checkpoint import Progress, TrainCheckpoints
-from nmt.train_clock import TrainClock
-from nmt.train_log import (
+from nmt.training.checkpoints import Progress, TrainCheckpoints
+from nmt.training.clock import TrainClock
+from nmt.training.distributed import DistInfo, all_reduce_flag, barrier
+from nmt.training.log import (
     LogWindow,
     MetricsWriter,
     PaceLog,
@@ -44,7 +39,12 @@ from nmt.train_log import (
     log_valid_row,
     peak_memory_mb,
 )
-from nmt.train_step import StepRunner, make_optimizer, wrap_model
+from nmt.training.loss import projected_cross_entropy, token_cross_entropy
+from nmt.training.rng import seed_everything
+from nmt.training.schedule import Schedule
+from nmt.training.step import StepRunner, make_optimizer, wrap_model
+from nmt.training.stop_agreement import StopAgreement
+from nmt.training.stopping import BadSteps, early_stop_reason
 
 # Names callers import from here (the training job, benchmarks); they live in the modules above.
 __all__ = ["Trainer", "Progress", "autocast_for", "cpu_has_bf16", "peak_memory_mb"]

@@ -11,13 +11,13 @@ import torch
 
 from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch
-from nmt.distributed import DistInfo, all_reduce_sum_
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel, host_lengths
-from nmt.rng import rank_seed, seed_everything
-from nmt.schedule import Schedule
-from nmt.stop_agreement import StopAgreement
-from nmt.stopping import oom_advice
+from nmt.training.distributed import DistInfo, all_reduce_sum_
+from nmt.training.rng import rank_seed, seed_everything
+from nmt.training.schedule import Schedule
+from nmt.training.stop_agreement import StopAgreement
+from nmt.training.stopping import oom_advice
 
 
 class Optimised(Protocol):
