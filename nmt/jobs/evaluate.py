@@ -64,9 +64,8 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
 
     o = o or EvalOptions()
     m = load_for_decoding(target, o.device, int8=o.int8, overrides=o.overrides)
-    cfg, model, tok, meta = m.cfg, m.model, m.tok, m.meta
-    if o.data is not None:
-        cfg = dataclasses.replace(cfg, data=o.data)
+    model, tok, meta = m.model, m.tok, m.meta
+    cfg = m.cfg if o.data is None else dataclasses.replace(m.cfg, data=o.data)
     srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file)
     warn_unknown(tok, srcs, o.src_file or f"split {name}", o.verbose)
     o = dataclasses.replace(o, metrics=o.metrics or tuple(cfg.eval.metrics))
@@ -92,18 +91,7 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
         )
     hyps = [t.text for t in out]
     scores = _scores(srcs, hyps, refs, bounds, o, m.device)
-    scores.update(
-        {
-            "beam": k,
-            # every setting that shaped the output (alpha, length limits...), so a score says
-            # how it was decoded
-            "decode": {**dataclasses.asdict(cfg.decode), "beam": k, "int8": o.int8},
-            "checkpoint": meta["path"],
-            "step": meta["step"],
-            "split": test_set["split"],
-            "test_set": test_set,
-        }
-    )
+    scores.update(_provenance(cfg, meta, k, o.int8, test_set))
     scores.update(merge)
     report, model_name = _report_place(cfg, meta, name, k, o.int8, o.report_dir)
     write_report(
@@ -119,6 +107,19 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
         view = _attention_view(cfg, model, o.attn_layer, o.attn_head)
         _attention_plots(out, srcs, tok, report, o.attention_plots, f"{model_name}, {view}")
     return scores, report
+
+
+def _provenance(cfg: Config, meta: dict, k: int, int8: bool, test_set: dict) -> dict:
+    """What the scores are of: every setting that shaped the output (alpha, length limits...),
+    so a score says how it was decoded, the checkpoint and the test set."""
+    return {
+        "beam": k,
+        "decode": {**dataclasses.asdict(cfg.decode), "beam": k, "int8": int8},
+        "checkpoint": meta["path"],
+        "step": meta["step"],
+        "split": test_set["split"],
+        "test_set": test_set,
+    }
 
 
 def _buckets(cfg: Config, o: EvalOptions, srcs: list[str]) -> tuple[list[int], dict]:

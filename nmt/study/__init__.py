@@ -1,12 +1,12 @@
 """`nmt study`: train several models on the same data and budget, compare BLEU by source length.
 
 A study YAML holds `base` (config sections shared by every model), `models` (name -> sections
-merged over the base), `evaluate` (split and beam, the same for every model; a list of beams,
+merged over the base, or `run: PATH`: an existing run, ours or an import, scored on the study's
+data beside the others and never trained), `evaluate` (split and beam, the same for every model; a list of beams,
 e.g. [1, 5], evaluates each model with each and writes the joint report once per beam, the first
 with the plain names, the others as study_beamK.md/.json and bleu_by_length_beamK.png) and
 `parallel` (how many models train side by side, default 1). The study directory
-gets one run per model, their reports, and the joint report: study.json, study.md (the bucket table
-side by side) and bleu_by_length.png (Bahdanau et al. 2014, Fig. 2). Finished models are skipped,
+gets one run per model, their reports, and the joint report (`nmt.study.report`). Finished models are skipped,
 interrupted ones resumed, so rerunning a study continues it.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import difflib
-import json
 import logging
 import multiprocessing
 import os
@@ -26,13 +25,6 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from nmt.checkpoint import load_checkpoint
-from nmt.compare import (
-    comparison_markdown,
-    length_verdicts,
-    load_comparison,
-    paired,
-    verdicts,
-)
 from nmt.config import Config
 from nmt.config.load import (
     apply_overrides,
@@ -51,8 +43,8 @@ from nmt.files import atomic_write, locked
 from nmt.jobs import evaluate as evaluate_job
 from nmt.jobs import train as train_job
 from nmt.logs import setup_logging
-from nmt.report import merge_note, plot_bleu_by_length
 from nmt.run_dir import RunDir
+from nmt.study.report import write_report
 
 log = logging.getLogger("nmt")
 STUDY_KEYS = {"name", "out", "base", "models", "evaluate", "parallel"}
@@ -404,10 +396,11 @@ def run_study(
         results = _run_side_by_side(jobs, configs, workers)
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
+    existing = [name for name, run in runs.items() if run]
     for i, beam in enumerate(beams):  # the first beam's report has the plain names
         by_model = {name: r[beam] for name, r in results.items()}
         suffix = "" if i == 0 else f"_beam{beam}"
-        _write_report(study, path, out_dir, configs, by_model, split, beam, suffix)
+        write_report(study, path, out_dir, configs, by_model, split, beam, suffix, existing)
     return out_dir
 
 
@@ -443,75 +436,3 @@ def _run_side_by_side(jobs: dict[str, tuple], configs: dict[str, Any], workers: 
                 proc.terminate()
             raise failed[0]
         return {name: futures[name].result() for name in jobs}
-
-
-def _write_report(
-    study: dict,
-    path: str,
-    out_dir: Path,
-    configs: dict[str, Any],
-    results: dict,
-    split: str,
-    beam: int,
-    suffix: str = "",
-) -> None:
-    """study.json, study.md and bleu_by_length.png (each name + `suffix`), with paired tests
-    against seq2seq."""
-    # The fixed-vector model (seq2seq) first: it is the baseline of the paired tests.
-    order = sorted(results, key=lambda n: configs[n].model.arch != "seq2seq")
-    comp = load_comparison([str(RunDir(out_dir / n).report(split, beam)) for n in order], order)
-    paired(comp)
-    results = {n: results[n] for n in order}
-    atomic_write(out_dir / f"study{suffix}.json", json.dumps(results, indent=2) + "\n")
-    summary = [
-        f"# Study {study.get('name', Path(path).stem)}: BLEU by source length "
-        f"({split}, beam {beam})",
-        "",
-        comparison_markdown(comp),
-        merge_note(next(iter(results.values()))),
-        "## Does BLEU fall with length? (each model's 95% bootstrap intervals)",
-        "",
-        *length_verdicts(comp),
-        "",
-        f"## Which models beat {order[0]} significantly (BLEU, paired bootstrap)",
-        "",
-        *verdicts(comp),
-        "",
-        "| model | params | steps | train minutes | BLEU | chrF |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in results.items():
-        minutes = "-" if r["train_seconds"] is None else f"{r['train_seconds'] / 60:.1f}"
-        summary.append(
-            f"| {name} | {r['params']:,} | {r['steps']:,} | {minutes} | {r['bleu']:.2f} | "
-            f"{r['chrf']:.2f} |"
-        )
-    existing = [n for n in results if existing_run(study["models"].get(n))]
-    if existing:
-        summary += [
-            "",
-            "Scored, not trained by this study: "
-            + "; ".join(f"{n} ({results[n]['stop_reason']})" for n in existing)
-            + ".",
-        ]
-    cut = [
-        n
-        for n, r in results.items()
-        if n not in existing
-        and configs[n].train.max_steps
-        and r["steps"] < configs[n].train.max_steps
-    ]
-    if cut:
-        summary += [
-            "",
-            f"Stopped before their step budget: {', '.join(cut)} "
-            f"({'; '.join(results[n]['stop_reason'] for n in cut)}).",
-        ]
-    text = "\n".join(summary) + "\n"
-    atomic_write(out_dir / f"study{suffix}.md", text)
-    plot_bleu_by_length(
-        results,
-        out_dir / f"bleu_by_length{suffix}.png",
-        tests=comp.tests or None,
-        title=f"BLEU by source length ({split}, beam {beam})",
-    )
