@@ -4,6 +4,7 @@
     t = Translator.load("runs/multi30k-transformer")        # a run directory or a checkpoint file
     (r,) = t.translate(["Ein Hund rennt."], beam=5, nbest=2, alignment=True)
     r.text, r.nbest, r.src_pieces, r.tgt_pieces, r.alignment, r.warnings
+    t.translate("Ein Hund rennt.")                           # one string in, one string out
 
 Built on `nmt.inference.load_for_decoding` and `nmt.translate.translate_texts`, the code `nmt
 translate` runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, overload
 
 from nmt.config.load import with_decode_options
 from nmt.data.tokenizer import EOS
@@ -31,14 +32,45 @@ class Hypothesis:
     score: float  # length-normalised model score (higher is better)
 
 
-@dataclass
-class TranslationResult:
-    text: str  # best hypothesis, detokenised
+class TranslationResult(str):
+    """The best translation, as a string (so `translate("...")` gives a string and a list gives a
+    list of strings, as `transformers` users expect), carrying what else the search returned."""
+
     nbest: list[Hypothesis]  # the returned hypotheses, best first
     src_pieces: list[str]  # source subwords the model saw, with </s>
     tgt_pieces: list[str]  # best hypothesis' subwords, with </s>
     alignment: Optional[list[list[float]]]  # [len(tgt_pieces)][len(src_pieces)] or None
-    warnings: list[str] = field(default_factory=list)  # unknown words, truncation
+    warnings: list[str]  # unknown words, truncation
+
+    def __new__(
+        cls,
+        text: str,
+        nbest: list[Hypothesis],
+        src_pieces: list[str],
+        tgt_pieces: list[str],
+        alignment: Optional[list[list[float]]],
+        warnings: Optional[list[str]] = None,
+    ) -> "TranslationResult":
+        self = super().__new__(cls, text)
+        self.nbest, self.src_pieces, self.tgt_pieces = nbest, src_pieces, tgt_pieces
+        self.alignment, self.warnings = alignment, list(warnings or [])
+        return self
+
+    @property
+    def text(self) -> str:
+        """The best hypothesis, detokenised (the string itself, as a plain str)."""
+        return str.__str__(self)
+
+    def as_dict(self) -> dict:
+        """The JSON form the server returns."""
+        return {
+            "text": self.text,
+            "nbest": [asdict(h) for h in self.nbest],
+            "src_pieces": self.src_pieces,
+            "tgt_pieces": self.tgt_pieces,
+            "alignment": self.alignment,
+            "warnings": self.warnings,
+        }
 
 
 @dataclass(frozen=True)
@@ -116,9 +148,10 @@ class Translator:
         cap = self.cfg.decode.max_input_tokens + 1
         return [min(len(ids), cap) for ids in self.tok.encode_src(texts)]
 
+    @overload
     def translate(
         self,
-        texts: list[str],
+        texts: str,
         beam: Optional[int] = None,
         nbest: int = 1,
         alignment: bool = False,
@@ -126,12 +159,52 @@ class Translator:
         attention_head: Optional[int] = None,
         batch_tokens: Optional[int] = None,
         sampling: Optional[Sampling] = None,
-    ) -> list[TranslationResult]:
-        """One result per text, in order (blank texts give empty results). `beam` defaults to
-        the checkpoint's decode.beam; with `sampling`, `nbest` samples are drawn instead of
-        searching. Alignment rows are the cross-attention of (attention_layer, attention_head;
-        None = mean of heads) for each target piece. Each result's warnings name the words the
-        vocabulary does not know and say when the input was truncated."""
+    ) -> TranslationResult: ...
+
+    @overload
+    def translate(
+        self,
+        texts: Sequence[str],
+        beam: Optional[int] = None,
+        nbest: int = 1,
+        alignment: bool = False,
+        attention_layer: int = -1,
+        attention_head: Optional[int] = None,
+        batch_tokens: Optional[int] = None,
+        sampling: Optional[Sampling] = None,
+    ) -> list[TranslationResult]: ...
+
+    def translate(
+        self,
+        texts: str | Sequence[str],
+        beam: Optional[int] = None,
+        nbest: int = 1,
+        alignment: bool = False,
+        attention_layer: int = -1,
+        attention_head: Optional[int] = None,
+        batch_tokens: Optional[int] = None,
+        sampling: Optional[Sampling] = None,
+    ) -> TranslationResult | list[TranslationResult]:
+        """One result per text, in order (blank texts give empty results); a single string
+        gives its one result itself, a string, not a list (a string is not taken as a list of
+        characters); every result is the best translation as a `str` with its details. `beam` defaults to the checkpoint's decode.beam; with `sampling`, `nbest`
+        samples are drawn instead of searching. Alignment rows are the cross-attention of
+        (attention_layer, attention_head; None = mean of heads) for each target piece. Each
+        result's warnings name the words the vocabulary does not know and say when the input
+        was truncated."""
+        if isinstance(texts, str):
+            (one,) = self.translate(
+                [texts],
+                beam,
+                nbest,
+                alignment,
+                attention_layer,
+                attention_head,
+                batch_tokens,
+                sampling,
+            )
+            return one
+        texts = list(texts)
         beam = self.cfg.decode.beam if beam is None else beam
         check_nbest(beam, nbest, sampling is not None)
         dcfg = self._decode_config(batch_tokens, sampling)

@@ -17,6 +17,7 @@ OpenAPI schema still documents it (openapi_extra).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import time
 from contextlib import asynccontextmanager
@@ -151,8 +152,11 @@ def _field_error(err: dict) -> str:
     """One pydantic error as 'FIELD: what was expected'."""
     where = ".".join(str(p) for p in err["loc"]) or "request body"
     if err["type"] == "extra_forbidden":
-        known = ", ".join(TranslateRequest.model_fields)
-        return f"{where}: unknown field (expected one of {known})"
+        fields = list(TranslateRequest.model_fields)
+        near = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1)
+        if near:
+            return f"{where}: unknown field (did you mean '{near[0]}'?)"
+        return f"{where}: unknown field (expected one of {', '.join(fields)})"
     if err["type"] == "missing":
         return f"{where}: required field missing"
     if err["type"] == "too_short":
@@ -160,6 +164,16 @@ def _field_error(err: dict) -> str:
     got = json.dumps(err.get("input"), ensure_ascii=False)
     got = got if len(got) <= 60 else got[:57] + "..."
     return f"{where}: {err['msg'][0].lower()}{err['msg'][1:]}, got {got}"
+
+
+def _request_error(errors: list[dict]) -> str:
+    """The first error; an unknown field before everything else, since a misspelled field (txt)
+    also makes the one it was meant as (text) look missing."""
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if not unknown:
+        return _field_error(errors[0])
+    missing = [e for e in errors if e["type"] == "missing"]
+    return "; ".join(_field_error(e) for e in unknown[:1] + missing[:1])
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -216,7 +230,7 @@ def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[l
     try:
         req = TranslateRequest.model_validate(data)
     except ValidationError as e:
-        raise ApiError(422, _field_error(e.errors()[0])) from None
+        raise ApiError(422, _request_error(e.errors())) from None
     for i, t in enumerate(req.text):
         try:
             t.encode("utf-8")
@@ -269,7 +283,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
-        return _error(422, _field_error(e.errors()[0]))
+        return _error(422, _request_error(e.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
@@ -373,7 +387,7 @@ def _add_translate_route(
         if results is None:
             return _error(499, "client closed the request")
         return {
-            "translations": [asdict(r) for r in results],
+            "translations": [r.as_dict() for r in results],
             "model": model,
             "time_ms": round((time.perf_counter() - start) * 1000, 2),
         }
