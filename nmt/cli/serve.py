@@ -79,9 +79,10 @@ def _batching_args(sv: argparse.ArgumentParser) -> None:
 
 def run(a: argparse.Namespace) -> int:
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (checked here: the extra's one message)
 
         from nmt.serve.app import Limits, create_app
+        from nmt.serve.listen import address, bind, serve
     except ImportError as e:
         raise NmtError(
             f"nmt serve needs the serve extra ({e.name} is not installed): "
@@ -93,13 +94,24 @@ def run(a: argparse.Namespace) -> int:
     if a.max_wait_ms < 0 or a.timeout <= 0:
         raise NmtError("--max-wait-ms must be >= 0 and --timeout > 0")
     setup_logging()
-    translator = Translator.load(a.checkpoint, device=a.device, precision=a.precision, int8=a.int8)
-    limits = Limits(
-        max_batch_tokens=a.max_batch_tokens,
-        max_wait_ms=a.max_wait_ms,
-        queue=a.queue,
-        timeout_s=a.timeout,
-    )
-    print(f"nmt serve: {translator.info.checkpoint} on http://{a.host}:{a.port}/", file=sys.stderr)
-    uvicorn.run(create_app(translator, limits), host=a.host, port=a.port, log_level="warning")
+    # Bound before the model loads: a busy port fails at once, and no address is announced
+    # that the server does not hold.
+    sock = bind(a.host, a.port)
+    try:
+        translator = Translator.load(
+            a.checkpoint, device=a.device, precision=a.precision, int8=a.int8
+        )
+        limits = Limits(
+            max_batch_tokens=a.max_batch_tokens,
+            max_wait_ms=a.max_wait_ms,
+            queue=a.queue,
+            timeout_s=a.timeout,
+        )
+        app = create_app(translator, limits)
+    except BaseException:
+        sock.close()
+        raise
+    where = address(a.host, sock.getsockname()[1])  # --port 0: the port the system chose
+    print(f"nmt serve: {translator.info.checkpoint} on http://{where}/", file=sys.stderr)
+    serve(app, sock)
     return 0
