@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import pickle
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import torch
 
@@ -23,6 +23,7 @@ from nmt.run_dir import RunDir
 from nmt.version import __version__
 
 FORMAT_VERSION = 1
+ZIP_MAGIC = b"PK\x03\x04"  # how every file torch.save writes begins
 
 if TYPE_CHECKING:
     from nmt.models import NMTModel
@@ -61,6 +62,10 @@ def load_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise NmtError(f"checkpoint not found: {path}")
+    if _other_file(path):
+        raise NmtError(
+            f"{path} is not an nmt checkpoint (a .pt file written by nmt train) or run directory"
+        )
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
@@ -90,6 +95,40 @@ def load_checkpoint(path: str | Path) -> dict:
     if not isinstance(ckpt.get("tokenizer"), dict):
         raise NmtError(f"checkpoint {path} carries no subword model")
     return ckpt
+
+
+def _other_file(path: Path) -> bool:
+    """Whether `path` is some other file given by mistake (a README, a text corpus), not a
+    damaged checkpoint: not torch's zip format, and text or not named *.pt. A truncated or
+    overwritten checkpoint keeps its binary bytes (and its name), and is called corrupt."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False  # torch.load reports it
+    if not head or head[:4] == ZIP_MAGIC[: len(head[:4])]:
+        return False
+    return path.suffix != ".pt" or _is_text(head)
+
+
+def _is_text(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # not just a character cut by the end of the read
+            return False
+    return b"\x00" not in head
+
+
+def imported_from(path: str | Path) -> Optional[str]:
+    """The model a checkpoint was imported from (`nmt import`), or None for one trained here (or
+    a file that does not load: its loader says why). Its tensors are mapped, not read."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # any failure: load_checkpoint names it
+        return None
+    origin = ckpt.get("imported_from") if isinstance(ckpt, dict) else None
+    return origin if isinstance(origin, str) else None
 
 
 def config_of(ckpt: dict, where: str) -> Config:

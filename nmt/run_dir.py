@@ -8,6 +8,7 @@ RUN/best.pt, averaged.pt    best by the validation metric; the average of the la
 RUN/metrics.jsonl, train.log, tensorboard/
 RUN/trained.json            written by `nmt study` once a model has finished training
 RUN/eval_SPLIT_beamK/       reports of `nmt evaluate`
+RUN/compare/, RUN/curves/   `nmt compare` and `nmt curves` output, when this run comes first
 ```
 The subword file names belong to `nmt.data.tokenizer`, which writes them; every layer above the
 config loader (trainer, checkpoints, evaluation, study) spells the rest of the layout through this
@@ -45,6 +46,8 @@ class RunDir:
     LOG = "train.log"
     TENSORBOARD = "tensorboard"
     TRAINED = "trained.json"
+    COMPARE = "compare"
+    CURVES = "curves"
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -83,6 +86,19 @@ class RunDir:
     @property
     def log(self) -> Path:
         return self.path / self.LOG
+
+    @property
+    def curves(self) -> Path:
+        """Where `nmt curves` writes by default when this run comes first."""
+        return self.path / self.CURVES
+
+    @classmethod
+    def compare_beside(cls, first: str | Path) -> Path:
+        """Where `nmt compare` writes by default: in the first run compared (RUN/compare, also
+        for its report RUN/eval_*), or beside a report that lives outside a run."""
+        first = Path(first)
+        run = first if (first / cls.CONFIG).is_file() else first.parent
+        return run / cls.COMPARE
 
     @property
     def tensorboard(self) -> Path:
@@ -129,6 +145,11 @@ class RunDir:
             return steps[-1]
         if self.best.is_file():
             return self.best
+        if not self.config.is_file():  # every run writes its config before any checkpoint
+            raise NmtError(
+                f"{self.path} is not a run directory (it has no {self.CONFIG}): expected a "
+                f"run directory written by nmt train or a checkpoint file"
+            )
         raise NmtError(f"run directory {self.path} has no checkpoint yet (train it first)")
 
     def prune(self, keep: int) -> None:

@@ -52,8 +52,11 @@ def test_checkpoint_prefers_best_or_latest_and_falls_back(tmp_path):
     with pytest.raises(NmtError, match="no such checkpoint or run directory"):
         run.checkpoint()
     run.path.mkdir()
+    with pytest.raises(NmtError, match="is not a run directory \\(it has no config.yaml\\)"):
+        run.checkpoint()  # a folder nmt train never wrote
+    touch(run.config)
     with pytest.raises(NmtError, match="has no checkpoint yet"):
-        run.checkpoint()
+        run.checkpoint()  # a run before its first checkpoint
     touch(run.best)
     assert run.checkpoint(prefer="latest") == run.best  # the only one there is
     touch(run.step_checkpoint(4))

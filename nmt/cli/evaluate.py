@@ -99,6 +99,8 @@ def run(a: argparse.Namespace) -> int:
     from nmt.report import format_scores
 
     setup_logging()
+    if not (a.src or a.ref):
+        _refuse_an_import_without_data(a.checkpoint[0])
     opts = EvalOptions(
         split=a.split,
         src_file=a.src,
@@ -129,3 +131,29 @@ def run(a: argparse.Namespace) -> int:
         print(table)
         print(f"comparison: {report / 'compare'}")
     return 0
+
+
+def _refuse_an_import_without_data(target: str) -> None:
+    """An imported model's run (`nmt import`) has a placeholder data section (RUN/data): say it
+    needs --src/--ref, rather than that RUN/data is missing. Checked from the run's config first,
+    so a run with its data pays no checkpoint read."""
+    from pathlib import Path
+
+    from nmt.checkpoint import imported_from, resolve
+    from nmt.errors import NmtError
+    from nmt.run_dir import RunDir
+
+    try:
+        path = resolve(target)
+        cfg = RunDir.of_checkpoint(path).saved_config()
+    except NmtError:
+        return  # evaluate names the problem
+    if cfg is None or cfg.data.source != "local" or Path(cfg.data.path).is_dir():
+        return
+    origin = imported_from(path)
+    if origin is not None:
+        raise NmtError(
+            f"{target} is a model imported from {origin} and has no data of its own "
+            f"(data.path {cfg.data.path} is a placeholder): evaluate it on files with "
+            f"--src FILE --ref FILE"
+        )

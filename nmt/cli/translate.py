@@ -58,7 +58,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 def run(a: argparse.Namespace) -> int:
     from nmt.data.corpus import read_lines, split_lines
-    from nmt.jobs.translate import open_session, translate
+    from nmt.jobs.translate import check_output, open_session, translate
     from nmt.logs import setup_logging
 
     setup_logging()
@@ -66,6 +66,7 @@ def run(a: argparse.Namespace) -> int:
         raise NmtError(
             "--alignment needs -o FILE (alignments go to FILE.align and FILE.align.json)"
         )
+    check_output(a.output)  # before the model loads and every line is decoded
     session = open_session(
         a.checkpoint, a.beam, a.nbest, a.device, decode_overrides(a), int8=a.int8
     )

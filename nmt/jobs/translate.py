@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from nmt.data.corpus import read_lines
@@ -102,6 +103,20 @@ def translate(
     return 0
 
 
+def check_output(output_path: Optional[str]) -> None:
+    """Refuse an output file that cannot be written, before any decoding: its folder must exist
+    (it is not made: a mistyped path would make folders) and it must not be a directory."""
+    if not output_path:
+        return
+    path = Path(output_path)
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise NmtError(f"cannot write {path}: its folder {folder} {what} (create it first)")
+    if path.is_dir():
+        raise NmtError(f"cannot write {path}: it is a directory; give a file name (-o FILE)")
+
+
 def _emit(text: str, output_path: Optional[str]) -> None:
     """The command's output: written atomically to `output_path`, or to stdout."""
     if output_path:
@@ -166,6 +181,7 @@ def score(
     overrides: Optional[dict] = None,
 ) -> int:
     """`nmt score`: one JSON line per (source, reference) pair with its model log-probs."""
+    check_output(output_path)
     srcs, refs = read_lines(src_file), read_lines(ref_file)
     if len(srcs) != len(refs):
         raise NmtError(
