@@ -25,7 +25,11 @@ def register(sub: "argparse._SubParsersAction") -> None:
         help="report directories (holding scores.json) or run directories (their "
         "newest report, or the one --split/--beam pick); the first is the baseline",
     )
-    c.add_argument("--out", default="compare", help="output directory (default: ./compare)")
+    c.add_argument(
+        "--out",
+        help="output directory (default: RUN/compare of the first run, given as RUN or as its "
+        "report RUN/eval_*; for a first report outside a run, compare/ beside it)",
+    )
     c.add_argument("--names", help="comma-separated model names (default: run names)")
     c.add_argument("--split", help="in run directories, take the report of this split")
     c.add_argument("--beam", type=positive, help="in run directories, take the report of this beam")
@@ -42,10 +46,10 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 def run(a: argparse.Namespace) -> int:
     from nmt.compare import compare_reports
+    from nmt.run_dir import RunDir
 
     names = [n.strip() for n in a.names.split(",")] if a.names else None
-    print(
-        compare_reports(a.reports, a.out, names, split=a.split, beam=a.beam, n_samples=a.bootstrap)
-    )
-    print(f"plot: {Path(a.out) / 'compare.png'}")
+    out = Path(a.out) if a.out else RunDir.compare_beside(a.reports[0])
+    print(compare_reports(a.reports, out, names, split=a.split, beam=a.beam, n_samples=a.bootstrap))
+    print(f"plot: {out / 'compare.png'}")
     return 0

@@ -17,19 +17,20 @@ def register(sub: "argparse._SubParsersAction") -> None:
     c.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
     c.add_argument("--metric", choices=["bleu", "chrf", "loss"], default="bleu")
     c.add_argument("--names", help="comma-separated names (default: the run directories' names)")
-    c.add_argument("--out", default="curves", help="output directory (default: ./curves)")
+    c.add_argument("--out", help="output directory (default: RUN/curves of the first run)")
     c.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     from nmt.curves import curves_table, read_curve, write_curves
     from nmt.errors import NmtError
+    from nmt.run_dir import RunDir
 
     names = a.names.split(",") if a.names else [None] * len(a.runs)
     if len(names) != len(a.runs):
         raise NmtError(f"--names gives {len(names)} names for {len(a.runs)} runs")
     curves = [read_curve(r, a.metric, n) for r, n in zip(a.runs, names)]
-    out = write_curves(curves, a.out, a.metric)
+    out = write_curves(curves, a.out or RunDir(a.runs[0]).curves, a.metric)
     print(curves_table(curves, a.metric), end="")
     print(f"plot: {out / 'curves.png'}")
     return 0
