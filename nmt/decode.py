@@ -18,6 +18,7 @@ from nmt.config import DecodeConfig
 from nmt.data.batching import pad_batch
 from nmt.errors import NmtError
 from nmt.search.beam import beam_search
+from nmt.search.constraints import Constraints, Phrases, check_constraints
 from nmt.search.greedy import greedy_search
 from nmt.search.hypotheses import Hypothesis, check_nbest
 from nmt.search.rows import eval_mode, length_batches
@@ -38,12 +39,16 @@ def decode_batch(
     return_attn: bool = False,
     rules: Optional[Rules] = None,
     sampler: Optional[Sampler] = None,
+    constraints: Optional[Constraints] = None,
 ) -> list[list[Hypothesis]]:
     """Greedy search for beam 1, beam search otherwise, `nbest` samples with a sampler;
-    alpha and length limits from cfg."""
+    alpha and length limits from cfg. With `constraints`, beam search for every beam (beam 1
+    too: greedy search cannot keep a phrase for later) and no greedy floor."""
     lengths = dict(
         max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, alpha=cfg.alpha, return_attn=return_attn
     )
+    if sampler is not None and constraints is not None:
+        raise NmtError("constraints need beam search: sampling cannot honour them")
     if sampler is not None:
         n = cfg.nbest if nbest is None else nbest
         rows = torch.arange(src.size(0), device=src.device).repeat_interleave(n)
@@ -61,7 +66,7 @@ def decode_batch(
     nbest = min(cfg.nbest, beam) if nbest is None else nbest
     check_nbest(beam, nbest)
     with torch.inference_mode(), eval_mode(model):
-        if beam == 1:
+        if beam == 1 and constraints is None:
             return greedy_search(model, src, src_mask, **lengths, rules=rules)
         beams = beam_search(
             model,
@@ -71,9 +76,10 @@ def decode_batch(
             nbest=nbest,
             rules=rules,
             early_stop=cfg.early_stop,
+            constraints=constraints,
             **lengths,
         )
-        if not cfg.greedy_floor:
+        if not cfg.greedy_floor or constraints is not None:  # greedy's output ignores them
             return beams
         greedy = greedy_search(model, src, src_mask, **lengths, rules=rules)
     # Beam search is not exact: a greedy path pruned early can end better than every kept beam
@@ -99,19 +105,16 @@ def translate_ids(
     device: str | torch.device = "cpu",
     progress: bool = False,
     prefixes: Optional[list[list[int]]] = None,
+    positive_constraints: Optional[Phrases] = None,
+    negative_constraints: Optional[Phrases] = None,
 ) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
 
-    `prefixes[i]` (target ids, no EOS) starts sentence i's output; cfg.sample draws cfg.nbest
-    samples per sentence, reproducibly for the same seed, input and batch_tokens."""
-    for i, s in enumerate(src_ids):
-        if not s:
-            raise NmtError(f"source sentence {i} is empty; expected at least the EOS token")
-    if prefixes is not None and len(prefixes) != len(src_ids):
-        raise NmtError(
-            f"{len(prefixes)} prefixes for {len(src_ids)} sentences; expected one "
-            f"prefix line per input line"
-        )
+    `prefixes[i]` (target ids, no EOS) starts sentence i's output; `positive_constraints[i]`
+    (phrases of target ids) must appear in it and `negative_constraints[i]` must not
+    (`nmt.search.constraints`); cfg.sample draws cfg.nbest samples per sentence, reproducibly
+    for the same seed, input and batch_tokens."""
+    _check_lines(model, src_ids, prefixes, positive_constraints, negative_constraints)
     sampler = Sampler.from_config(cfg, device) if cfg.sample else None
     lengths = [len(s) for s in src_ids]
     order = sorted(range(len(src_ids)), key=lambda i: -lengths[i])  # longest first
@@ -125,14 +128,58 @@ def translate_ids(
         for batch in length_batches(order, lengths, cfg.batch_tokens):
             src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
             src, mask = src.to(device), mask.to(device)
-            rules = Rules.build(
-                None if prefixes is None else [prefixes[i] for i in batch],
-                cfg.no_repeat_ngram,
-                device,
+            rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device)
+            cons = _constraints(model, batch, positive_constraints, negative_constraints, device)
+            hyps = decode_batch(
+                model, src, mask, cfg, beam, nbest, return_attn, rules, sampler, cons
             )
-            for i, hyps in zip(
-                batch, decode_batch(model, src, mask, cfg, beam, nbest, return_attn, rules, sampler)
-            ):
-                results[i] = hyps
+            for i, h in zip(batch, hyps):
+                results[i] = h
             bar.update(len(batch))
     return results
+
+
+def _check_lines(
+    model: "NMTModel",
+    src_ids: list[list[int]],
+    prefixes: Optional[list[list[int]]],
+    positive: Optional[Phrases],
+    negative: Optional[Phrases],
+) -> None:
+    """translate_ids' inputs, before any decoding: no empty source, one prefix and one list of
+    constraints of each kind given per line, well-formed constraints."""
+    for i, s in enumerate(src_ids):
+        if not s:
+            raise NmtError(f"source sentence {i} is empty; expected at least the EOS token")
+    if prefixes is not None and len(prefixes) != len(src_ids):
+        raise NmtError(
+            f"{len(prefixes)} prefixes for {len(src_ids)} sentences; expected one "
+            f"prefix line per input line"
+        )
+    for kind, lists in (("positive", positive), ("negative", negative)):
+        if lists is not None and len(lists) != len(src_ids):
+            raise NmtError(
+                f"{len(lists)} {kind} constraint lists for {len(src_ids)} sentences; expected "
+                f"one list (maybe empty) per input line"
+            )
+    if positive is not None or negative is not None:
+        check_constraints(positive, negative, (model.pad_id, model.bos_id, model.eos_id))
+
+
+def _rows(per_line: Optional[list], batch: list[int]) -> Optional[list]:
+    """The entries of the batch's lines, or None."""
+    return None if per_line is None else [per_line[i] for i in batch]
+
+
+def _constraints(
+    model: "NMTModel",
+    batch: list[int],
+    positive: Optional[Phrases],
+    negative: Optional[Phrases],
+    device: str | torch.device,
+) -> Optional[Constraints]:
+    """The batch's lines' constraints, or None when there are none of either kind."""
+    if positive is None and negative is None:
+        return None
+    reserved = (model.pad_id, model.bos_id, model.eos_id)
+    return Constraints.build(_rows(positive, batch), _rows(negative, batch), device, reserved)

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from nmt.search.constraints import Constraints, Tracker
 from nmt.search.hypotheses import (
     NEG_INF,
     Hypothesis,
@@ -21,14 +22,23 @@ from nmt.search.rules import Rules, allowed
 from nmt.search.top_k import row_topk
 
 if TYPE_CHECKING:
-    from nmt.models.base import NMTModel
+    from nmt.models.base import NMTModel, State
 
 
 class _Finished:
-    """The K best ended hypotheses of every sentence, kept on the device sorted by norm score."""
+    """The K best ended hypotheses of every sentence, kept on the device sorted by norm score
+    (under constraints: by how many positive phrases they miss, then by norm score)."""
 
     def __init__(
-        self, B: int, K: int, steps: int, S: int, with_attn: bool, pad: int, device: torch.device
+        self,
+        B: int,
+        K: int,
+        steps: int,
+        S: int,
+        with_attn: bool,
+        pad: int,
+        device: torch.device,
+        constrained: bool = False,
     ) -> None:
         self.K, self.steps, self.pad = K, steps, pad
         self.norm = torch.full((B, K), NEG_INF, device=device)
@@ -36,6 +46,7 @@ class _Finished:
         self.length = torch.zeros(B, K, dtype=torch.long, device=device)
         self.tokens = torch.full((B, K, steps), pad, dtype=torch.long, device=device)
         self.attn = torch.zeros(B, K, steps, S, device=device) if with_attn else None
+        self.unmet = torch.zeros(B, K, dtype=torch.long, device=device) if constrained else None
 
     def add_ended(
         self,
@@ -46,9 +57,11 @@ class _Finished:
         cand: Tensor,
         cand_attn: Optional[Tensor],
         alpha: float,
+        track: Optional[Tracker] = None,
     ) -> None:
         """Merge the candidates among the K best of a step [b, 2K] that end there (EOS, finite
-        score, sentence not done) into sentences `ids`."""
+        score, sentence not done) into sentences `ids` (with the phrases each misses, under
+        constraints)."""
         K = self.K
         ended = is_eos[:, :K] & torch.isfinite(top[:, :K]) & ~done.unsqueeze(1)
         self._add(
@@ -58,6 +71,7 @@ class _Finished:
             cand[:, :K],
             None if cand_attn is None else cand_attn[:, :K],
             alpha,
+            None if track is None else track.unmet(K),
         )
 
     def _add(
@@ -68,11 +82,17 @@ class _Finished:
         tokens: Tensor,
         attn: Optional[Tensor],
         alpha: float,
+        unmet: Optional[Tensor] = None,
     ) -> None:
         """Merge the `ended` candidates [b, K] (length tokens.size(2)) into sentences `ids`."""
         length = tokens.size(2)
         norm = torch.where(ended, score / length_penalty(length, alpha), NEG_INF)
-        best = torch.cat([self.norm[ids], norm], 1).topk(self.K, dim=1).indices
+        if self.unmet is None:
+            best = torch.cat([self.norm[ids], norm], 1).topk(self.K, dim=1).indices
+        else:  # fewer phrases missed first (float64: the offset keeps every float32 norm apart)
+            key = torch.cat([self.norm[ids], norm], 1).double()
+            key -= 1e6 * torch.cat([self.unmet[ids], unmet], 1).double()
+            best = key.topk(self.K, dim=1).indices
 
         def merge(old: Tensor, new: Tensor) -> Tensor:
             return take(torch.cat([old[ids], new], 1), best)
@@ -84,12 +104,16 @@ class _Finished:
         self.tokens[ids] = merge(self.tokens, F.pad(tokens, (0, room), value=self.pad))
         if self.attn is not None and attn is not None:
             self.attn[ids] = merge(self.attn, F.pad(attn, (0, 0, 0, room)))
+        if self.unmet is not None:
+            self.unmet[ids] = merge(self.unmet, unmet)
 
     def count(self, ids: Tensor) -> Tensor:
         return torch.isfinite(self.norm[ids]).sum(1)
 
     def hypotheses(self, src_mask: Tensor, nbest: int) -> list[list[Hypothesis]]:
-        return collect(self.tokens, self.score, self.norm, self.length, self.attn, src_mask, nbest)
+        return collect(
+            self.tokens, self.score, self.norm, self.length, self.attn, src_mask, nbest, self.unmet
+        )
 
 
 def _done(
@@ -131,11 +155,43 @@ def _candidates(
     total = log_probs.view(b, K, V).add_(scores.unsqueeze(-1))
     top, idx = row_topk(total.view(b, K * V), 2 * K)
     origin, tok = idx // V, idx % V
+    return (top, tok, origin, *_extend(hist, hist_attn, attn, origin, tok))
+
+
+def _step_candidates(
+    track: Optional[Tracker],
+    log_probs: Tensor,
+    scores: Tensor,
+    hist: Tensor,
+    hist_attn: Optional[Tensor],
+    attn: Optional[Tensor],
+    t: int,
+    limit: Tensor,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Optional[Tensor]]:
+    """`_candidates`, or under constraints (`track`) the 2K candidates that fill the beam by
+    dynamic beam allocation, in that order, after the masks of EOS and of negative phrases."""
+    if track is None:
+        return _candidates(log_probs, scores, hist, hist_attn, attn)
+    log_probs = track.mask(log_probs, hist, t, limit <= t)
+    if not track.positive:
+        return _candidates(log_probs, scores, hist, hist_attn, attn)
+    b, K = scores.shape
+    total = log_probs.view(b, K, -1).add_(scores.unsqueeze(-1))
+    top, tok, origin = track.candidates(total, hist, t, limit.view(b, K)[:, 0])
+    return (top, tok, origin, *_extend(hist, hist_attn, attn, origin, tok))
+
+
+def _extend(
+    hist: Tensor, hist_attn: Optional[Tensor], attn: Optional[Tensor], origin: Tensor, tok: Tensor
+) -> tuple[Tensor, Optional[Tensor]]:
+    """Candidates' histories [b, M, t+1] (and attention [b, M, t+1, S]): those of the beams
+    `origin` [b, M] they extend, then their tokens `tok` (and that step's attention)."""
+    b, K = hist.shape[:2]
     cand = torch.cat([take(hist, origin), tok.unsqueeze(2)], 2)
     if hist_attn is None or attn is None:
-        return top, tok, origin, cand, None
+        return cand, None
     step_attn = take(attn.float().view(b, K, -1), origin).unsqueeze(2)
-    return top, tok, origin, cand, torch.cat([take(hist_attn, origin), step_attn], 2)
+    return cand, torch.cat([take(hist_attn, origin), step_attn], 2)
 
 
 @torch.inference_mode()
@@ -152,26 +208,22 @@ def beam_search(
     return_attn: bool = False,
     rules: Optional[Rules] = None,
     early_stop: bool = True,
+    constraints: Optional[Constraints] = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: batch * beam decoder rows, top-k over beam * V candidates per step.
 
     A sentence is done once it holds `beam` finished hypotheses (ended inside the top `beam`
     candidates of a step) or reaches its length limit, where every live beam is ended. With
     `early_stop` it is also done once it holds `nbest` finished hypotheses that all rank above
-    its best live beam, were that beam to end at the next step (`_done`)."""
+    its best live beam, were that beam to end at the next step (`_done`). `constraints`: dynamic
+    beam allocation over lexical constraints (`nmt.search.constraints`)."""
     check_nbest(beam, nbest)
     (B, S), K, dev, rules = src.shape, beam, src.device, rules or Rules()
     limit = rules.limit(max_lengths(src_mask, max_len_a, max_len_b))
     steps, shortest = int(limit.max()) + 1, int(limit.min())
-    fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev)
-
-    ids = torch.arange(B, device=dev)  # active sentence -> batch sentence
-    state = expand(model.init_state(model.encode(src, src_mask)), B, K, dev)
-    done, scores = torch.zeros(B, dtype=torch.bool, device=dev), torch.zeros(B, K, device=dev)
-    scores[:, 1:] = NEG_INF  # one live beam at first: no duplicates
-    hist = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
-    hist_attn = torch.zeros(B, K, 0, S, device=dev) if return_attn else None
-    prev = torch.full((B * K,), model.bos_id, dtype=torch.long, device=dev)
+    track = None if constraints is None else Tracker(constraints, K, model.eos_id, rules.prefix_len)
+    fin = _Finished(B, K, steps, S, return_attn, model.pad_id, dev, track is not None)
+    ids, state, done, scores, hist, hist_attn, prev = _start(model, src, src_mask, K, return_attn)
     for t in range(steps):
         log_probs, state, attn = model.decode_step(state, prev)
         if attn is None:  # a model without attention
@@ -180,16 +232,18 @@ def beam_search(
         log_probs = allowed(
             model, log_probs, t, limit[rows], shortest, rules, hist.flatten(0, 1), rows
         )
-        top, tok, origin, cand, cand_attn = _candidates(log_probs, scores, hist, hist_attn, attn)
+        top, tok, origin, cand, cand_attn = _step_candidates(
+            track, log_probs, scores, hist, hist_attn, attn, t, limit[rows]
+        )
         is_eos = tok == model.eos_id
-        fin.add_ended(ids, done, is_eos, top, cand, cand_attn, alpha)
+        fin.add_ended(ids, done, is_eos, top, cand, cand_attn, alpha, track)
         # The K best candidates that did not end stay live (stable order: best first).
         live = (torch.arange(2 * K, device=dev) + 2 * K * is_eos.long()).topk(K, 1, False).indices
         scores, prev = top.gather(1, live), tok.gather(1, live).reshape(-1)
-        hist = take(cand, live)
-        hist_attn = None if cand_attn is None else take(cand_attn, live)
+        hist, hist_attn = take(cand, live), None if cand_attn is None else take(cand_attn, live)
         state = reorder(state, beam_rows(torch.arange(b, device=dev), origin.gather(1, live)))
-        done = _done(done, fin, ids, t, limit, scores[:, 0], nbest, alpha, early_stop)
+        best_live = scores[:, 0] if track is None else _keep(track, live, scores)
+        done = _done(done, fin, ids, t, limit, best_live, nbest, alpha, early_stop)
         all_done, compact = should_compact(done)
         if all_done:
             break
@@ -198,4 +252,29 @@ def beam_search(
             ids, done, scores, hist = ids[keep], done[keep], scores[keep], hist[keep]
             hist_attn = None if hist_attn is None else hist_attn[keep]
             prev, state = prev.view(b, K)[keep].reshape(-1), state.select(beam_rows(keep, K))
+            if track is not None:
+                track.compact(keep)
     return fin.hypotheses(src_mask, nbest)
+
+
+def _start(
+    model: "NMTModel", src: Tensor, src_mask: Tensor, K: int, return_attn: bool
+) -> tuple[Tensor, "State", Tensor, Tensor, Tensor, Optional[Tensor], Tensor]:
+    """Step 0's active sentences (active sentence -> batch sentence), decoder state (K rows per
+    sentence), done flags, beam scores (one live beam at first: no duplicates), empty token and
+    attention histories, and the BOS fed first."""
+    (B, S), dev = src.shape, src.device
+    state = expand(model.init_state(model.encode(src, src_mask)), B, K, dev)
+    done, scores = torch.zeros(B, dtype=torch.bool, device=dev), torch.zeros(B, K, device=dev)
+    scores[:, 1:] = NEG_INF  # one live beam at first: no duplicates
+    hist = torch.zeros(B, K, 0, dtype=torch.long, device=dev)
+    hist_attn = torch.zeros(B, K, 0, S, device=dev) if return_attn else None
+    prev = torch.full((B * K,), model.bos_id, dtype=torch.long, device=dev)
+    return torch.arange(B, device=dev), state, done, scores, hist, hist_attn, prev
+
+
+def _keep(track: Tracker, live: Tensor, scores: Tensor) -> Tensor:
+    """Keep the live beams' constraint progress; the best live score for early stopping: the
+    beams are in allocation order, not best first."""
+    track.keep(live)
+    return scores.amax(1)

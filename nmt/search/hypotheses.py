@@ -24,6 +24,9 @@ class Hypothesis:
     score: float  # sum of token log-probs including the EOS (no length penalty)
     norm_score: float  # ranking score: score / lp(len(tokens) + 1)
     attn: Optional[Tensor]  # [len(tokens) + 1, S_real] alignment over the real source, or None
+    # Positive constraint phrases the output misses (> 0 only for one that ran into its length
+    # limit first); None when decoded without constraints.
+    unmet: Optional[int] = None
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -55,11 +58,13 @@ def collect(
     attn: Optional[Tensor],
     src_mask: Tensor,
     nbest: int,
+    unmet: Optional[Tensor] = None,
 ) -> list[list[Hypothesis]]:
     """Device buffers [B, N, ...] (best first, -inf norm = empty slot) -> Python hypotheses.
 
     One transfer per buffer; attention keeps the steps incl. EOS and the real source columns."""
     tokens, score, norm, length = (x.cpu().tolist() for x in (tokens, score, norm, length))
+    missed = None if unmet is None else unmet.cpu().tolist()
     attn, mask = (None if attn is None else attn.cpu()), src_mask.cpu()
     out = []
     for i in range(len(tokens)):
@@ -70,6 +75,7 @@ def collect(
                     score[i][k],
                     norm[i][k],
                     None if attn is None else attn[i, k, : length[i][k], mask[i]],
+                    None if missed is None else missed[i][k],
                 )
                 for k in range(nbest)
                 if norm[i][k] != NEG_INF
