@@ -15,6 +15,7 @@ import difflib
 import importlib.util
 import os
 import pkgutil
+import re
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +302,7 @@ def validate(cfg: Config, where: str) -> Config:
         raise NmtError(f"missing required key 'data.path' in {where} (data.source is local)")
     if "train" not in d.splits:
         raise NmtError(f"'data.splits' in {where} must name a 'train' split")
+    check_directions(cfg, where)
     m.check(cfg, where)  # the architecture's own cross-field checks
     if cfg.decode.nbest > cfg.decode.beam and not cfg.decode.sample:
         raise NmtError(
@@ -327,6 +329,44 @@ def validate(cfg: Config, where: str) -> Config:
     if len(cfg.train.betas) != 2:
         raise NmtError(f"'train.betas' in {where} must hold two numbers")
     return cfg
+
+
+# A language key in a direction: what a file suffix and a tag <2xx> can hold, no '-'.
+LANGUAGE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def check_directions(cfg: Config, where: str) -> None:
+    """`data.directions`: 'xx-yy' entries, each once, xx != yy, over local text files and one
+    joint subword model (the tags are its pieces)."""
+    d = cfg.data
+    seen: set[str] = set()
+    for entry in d.directions:
+        src, _, tgt = entry.partition("-")
+        if not (LANGUAGE.fullmatch(src) and LANGUAGE.fullmatch(tgt)):
+            raise NmtError(
+                f"'data.directions' in {where}: entry {entry!r} is not of the form 'xx-yy' "
+                f"(two language keys of letters, digits or '_' joined by '-', e.g. de-en)"
+            )
+        if src == tgt:
+            raise NmtError(
+                f"'data.directions' in {where}: entry {entry!r} translates a language into itself"
+            )
+        if entry in seen:
+            raise NmtError(f"'data.directions' in {where}: entry {entry!r} is listed twice")
+        seen.add(entry)
+    if not d.directions:
+        return
+    if not cfg.vocab.joint:
+        raise NmtError(
+            f"'data.directions' in {where} needs 'vocab.joint: true': the language tags are "
+            f"pieces of one subword model shared by every language"
+        )
+    if d.source != "local" or d.format != "text":
+        raise NmtError(
+            f"'data.directions' in {where} reads local text files (data.source: local, "
+            f"data.format: text); {d.source if d.source != 'local' else d.format} corpora hold "
+            f"one direction for now"
+        )
 
 
 def check_trainable(cfg: Config, where: str) -> None:

@@ -66,6 +66,28 @@ class DataConfig:
         "src", "source language key (file suffix, JSONL/hub translation key, TSV column)"
     )
     tgt_lang: str = opt("tgt", "target language key")
+    directions: list[str] = opt(
+        [],
+        "several translation directions in one model, e.g. [de-en, en-de, fr-en, en-fr]: each "
+        "reads the line-aligned SPLIT.xx and SPLIT.yy files (source: local, format: text), "
+        "the training pairs of all are mixed in every batch, and a tag `<2yy>` for each target "
+        "language says where to translate (vocab.joint must be true); empty = one direction, "
+        "src_lang to tgt_lang",
+    )
+    tag: Literal["source", "target"] = opt(
+        "source",
+        "with directions: where the target-language tag goes: source = first token of the "
+        "source sentence (Johnson et al. 2017); target = the decoder's first token, forced "
+        "when decoding (mBART / M2M-100 style)",
+    )
+    temperature: float = opt(
+        1.0,
+        "with directions: each epoch draws a direction's training pairs in proportion to "
+        "(its kept pairs)^(1/temperature) (Arivazhagan et al. 2019): 1 = every pair once; "
+        "larger values flatten towards equal shares, upsampling small directions",
+        lo=0.0,
+        lo_open=True,
+    )
     hub_name: Optional[str] = opt(None, "hub dataset id, e.g. bentrevett/multi30k (source: hub)")
     hub_config: Optional[str] = opt(None, "hub dataset config name, e.g. fr-en for wmt14")
     path: Optional[str] = opt(None, "directory holding the local files (source: local)", path=True)
@@ -113,6 +135,18 @@ class DataConfig:
         "~/.cache/nmt/prepared (relative to the "
         "working directory)",
     )
+
+    def language_pairs(self) -> list[tuple[str, str]]:
+        """(source, target) language keys of every direction: `directions` split at '-', or
+        the one pair src_lang, tgt_lang (entries are checked by nmt.config.load)."""
+        if not self.directions:
+            return [(self.src_lang, self.tgt_lang)]
+        return [tuple(d.split("-", 1)) for d in self.directions]  # type: ignore[misc]
+
+    def target_languages(self) -> list[str]:
+        """The languages that get a tag <2xx>: every direction's target, sorted (none without
+        directions)."""
+        return sorted({t for _, t in self.language_pairs()}) if self.directions else []
 
 
 @dataclass

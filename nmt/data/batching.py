@@ -20,6 +20,7 @@ from torch import Tensor
 
 from nmt.data.heap import give_back_freed_memory
 from nmt.data.ragged import IdColumn
+from nmt.data.temperature import sampled_examples
 from nmt.data.tokenizer import BOS, EOS, PAD
 
 
@@ -173,7 +174,10 @@ class BucketBatcher:
     A batch's cost is its padded size: count * max(len(src), len(tgt) + 1) <= batch_tokens (or a
     fixed sentence count when batch_size > 0). With `world > 1`, every rank gets the same number of
     batches per epoch (the shortest tail is dropped) so DDP ranks stay in step. `rows` maps the
-    batcher's example indices to rows of the columns (the pairs kept by filtering).
+    batcher's example indices to rows of the columns (the pairs kept by filtering). `groups`: each
+    example's direction (multilingual training), sampled per epoch with `temperature`
+    (nmt.data.temperature); the directions' pairs are sorted and batched together, so batches mix
+    directions.
     """
 
     def __init__(
@@ -189,9 +193,12 @@ class BucketBatcher:
         pin: bool = False,
         prefetch: int = 2,
         lengths: Optional[tuple[np.ndarray, np.ndarray]] = None,
+        groups: Optional[np.ndarray] = None,
+        temperature: float = 1.0,
     ) -> None:
         assert len(src) == len(tgt)
         self.src, self.tgt, self.rows = src, tgt, rows
+        self.groups, self.temperature = groups, temperature
         # `lengths`: tokens per example, when stored apart (the prepared corpus maps them, shared
         # by every rank); computing them from the columns' offsets would read pages spread over
         # the whole file.
@@ -223,7 +230,14 @@ class BucketBatcher:
     def plan(self, epoch: int) -> list[np.ndarray]:
         """All batches of an epoch (before sharding), in training order."""
         rng = np.random.default_rng(self.seed * 1_000_003 + epoch)
-        order = sort_order(self.src_len, self.tgt_len, rng)
+        pool = None
+        if self.groups is not None:  # its own generator: the plain plan's draws stay the same
+            draw = np.random.default_rng([self.seed, epoch, 0x7E])
+            pool = sampled_examples(self.groups, self.temperature, draw)
+        if pool is None:
+            order = sort_order(self.src_len, self.tgt_len, rng)
+        else:
+            order = pool[sort_order(self.src_len[pool], self.tgt_len[pool], rng)]
         cost = np.maximum(self.src_len, self.tgt_len + 1)[order]
         batches = np.split(order, cut_points(cost, self.batch_tokens, self.batch_size)[1:])
         return [batches[k] for k in rng.permutation(len(batches))] if len(order) else []

@@ -267,11 +267,7 @@ def synthetic_dir(cfg: DataConfig) -> Path:
 
 def load_split(cfg: DataConfig, role: str) -> Pairs:
     """Source and target lines of the split with this role (train, valid, test, ...)."""
-    if role not in cfg.splits:
-        raise NmtError(
-            f"split '{role}' is not named in 'data.splits' (have: {', '.join(cfg.splits)})"
-        )
-    name = cfg.splits[role]
+    name = split_name(cfg, role)
     if cfg.source == "hub":
         return _load_hub(cfg, name)  # `datasets` slices 'train[1000:]' itself
     name, part = split_slice.parse(name)
@@ -355,6 +351,11 @@ def _stream_jsonl(cfg: DataConfig, base: Path, name: str) -> PairStream:
 
 
 def split_name(cfg: DataConfig, role: str) -> str:
+    if cfg.directions:  # which pair of files? nmt.data.directions reads one direction at a time
+        raise NmtError(
+            f"split '{role}' of a corpus with several directions (data.directions: "
+            f"{', '.join(cfg.directions)}) is read one direction at a time"
+        )
     if role not in cfg.splits:
         raise NmtError(
             f"split '{role}' is not named in 'data.splits' (have: {', '.join(cfg.splits)})"

@@ -7,7 +7,9 @@ sections, the subword seed, the source files' size and mtime, the given subword 
 versions of this format and of sentencepiece). It is built in a temp directory renamed into place
 when complete, under a file lock, so a killed prepare leaves nothing mistaken for complete and
 parallel runs build it once. `open_prepared` reads the rows with `pread` (nmt.data.file_rows): every
-process reading the same corpus shares one copy in the page cache, and none keeps it mapped.
+process reading the same corpus shares one copy in the page cache, and none keeps it mapped. A
+multilingual corpus (`data.directions`) holds every direction's pairs one after the other, each
+row with its direction (`dir`) and its language tag already in its ids.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import numpy as np
 from nmt.config import Config, DataConfig
 from nmt.data import corpus
 from nmt.data.batching import BucketBatcher
+from nmt.data.directions import direction_files, stream_directions
+from nmt.data.encode_rows import KEEP, FilterStats, encode_rows, id_features
 from nmt.data.file_rows import FileIdColumn
 from nmt.data.heap import give_back_freed_memory
 from nmt.data.subword_sample import train_subwords
@@ -46,24 +50,11 @@ WRITER_ROWS = 10000
 # Arrays the batcher plans from, one contiguous .npy file each (mapped, shared by ranks): the
 # filter decision of every pair, and the kept pairs' rows and token counts.
 INDEX = ("drop", "kept", "src_len", "tgt_len")
-# Keys of the data section that never change the ids: a new batch size reuses the corpus.
-NOT_IN_KEY = ("batch_tokens", "batch_size", "workers", "prepared_dir")
-KEEP, EMPTY, TOO_LONG, RATIO = 0, 1, 2, 3  # the filter decision stored per pair
-
-
-@dataclass
-class FilterStats:
-    total: int = 0
-    kept: int = 0
-    empty: int = 0
-    too_long: int = 0
-    ratio: int = 0
-
-    def line(self) -> str:
-        return (
-            f"train pairs: {self.total} read, {self.kept} kept, dropped {self.empty} empty, "
-            f"{self.too_long} over max_len, {self.ratio} over max_ratio"
-        )
+# Keys of the data section that never change the ids: a new batch size reuses the corpus, and
+# so does a new temperature (it weighs directions when an epoch is planned).
+NOT_IN_KEY = ("batch_tokens", "batch_size", "workers", "prepared_dir", "temperature")
+# With directions, each kept pair's direction index, mapped like the lengths.
+DIRECTION_INDEX = "dir"
 
 
 def prepared_root(data: DataConfig) -> Path:
@@ -86,10 +77,12 @@ def corpus_key(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> str:
     from nmt.data import synthetic
 
     data = {k: v for k, v in asdict(cfg.data).items() if k not in NOT_IN_KEY}
+    if not data["directions"]:  # one direction: the key (and the corpus) of before directions
+        del data["directions"], data["tag"]
     if data.get("path"):  # a folder reached through a symlink is the same corpus
         data["path"] = str(Path(data["path"]).resolve())
     files = []
-    for p in corpus.split_files(cfg.data, "train"):
+    for p in direction_files(cfg.data, "train"):
         if not p.is_file():
             raise NmtError(
                 f"file not found: {p}"
@@ -161,14 +154,11 @@ def _unwrap(e: BaseException) -> BaseException:
 def _stream_rows(data: DataConfig, progress: bool) -> Iterator[dict]:
     from tqdm import tqdm
 
-    for s, t in tqdm(
-        corpus.stream_split(data, "train"),
-        desc="reading",
-        unit=" pairs",
-        disable=not progress,
-        mininterval=1.0,
-    ):
-        yield {"src": s, "tgt": t}
+    if data.directions:
+        rows = ({"src": s, "tgt": t, "dir": k} for s, t, k in stream_directions(data, "train"))
+    else:
+        rows = ({"src": s, "tgt": t} for s, t in corpus.stream_split(data, "train"))
+    yield from tqdm(rows, desc="reading", unit=" pairs", disable=not progress, mininterval=1.0)
 
 
 def _read_train(cfg: Config, cache: Path, progress: bool):
@@ -176,7 +166,10 @@ def _read_train(cfg: Config, cache: Path, progress: bool):
     ds = corpus._datasets()
     if cfg.data.source == "hub":
         return corpus.hub_split(cfg.data, "train")
-    features = ds.Features({"src": ds.Value("string"), "tgt": ds.Value("string")})
+    columns = {"src": ds.Value("string"), "tgt": ds.Value("string")}
+    if cfg.data.directions:
+        columns["dir"] = ds.Value("int16")
+    features = ds.Features(columns)
     try:
         return ds.Dataset.from_generator(
             _stream_rows,
@@ -186,57 +179,6 @@ def _read_train(cfg: Config, cache: Path, progress: bool):
         )
     except Exception as e:  # noqa: BLE001 - re-raised, unwrapped when it is the user's mistake
         raise _unwrap(e) from None
-
-
-_TOKENIZERS: dict[bytes, Tokenizer] = {}
-
-
-def _encode(
-    rows: dict,
-    src_proto: bytes,
-    tgt_proto: Optional[bytes],
-    lowercase: bool,
-    max_len: int,
-    max_ratio: float,
-) -> dict:
-    """One batch of rows -> ids, lengths and the filter decision (runs in the map workers)."""
-    key = hashlib.sha1(src_proto + (tgt_proto or b"")).digest() + bytes([lowercase])
-    tok = _TOKENIZERS.get(key) or _TOKENIZERS.setdefault(
-        key, Tokenizer(src_proto, tgt_proto, lowercase)
-    )
-    src, tgt = tok.encode_src(rows["src"]), tok.encode_tgt(rows["tgt"])
-    drop = []
-    for s_text, t_text, s, t in zip(rows["src"], rows["tgt"], src, tgt):
-        ls, lt = len(s) - 1, len(t)  # source ids end in EOS
-        if not s_text.strip() or not t_text.strip() or ls == 0 or lt == 0:
-            drop.append(EMPTY)
-        elif ls > max_len or lt > max_len:
-            drop.append(TOO_LONG)
-        elif max(ls, lt) / min(ls, lt) > max_ratio:
-            drop.append(RATIO)
-        else:
-            drop.append(KEEP)
-    return {
-        "src": src,
-        "tgt": tgt,
-        "src_len": [len(s) for s in src],
-        "tgt_len": [len(t) for t in tgt],
-        "drop": drop,
-    }
-
-
-def _id_features(ds, vocab: int):
-    seq = getattr(ds, "List", None) or ds.Sequence
-    ids = ds.Value("uint16" if vocab <= 1 << 16 else "int32")
-    return ds.Features(
-        {
-            "src": seq(ids),
-            "tgt": seq(ids),
-            "src_len": ds.Value("int32"),
-            "tgt_len": ds.Value("int32"),
-            "drop": ds.Value("int8"),
-        }
-    )
 
 
 def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = None) -> None:
@@ -249,6 +191,8 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
 
     t0 = time.perf_counter()
     tok = given or train_subwords(cfg, text)
+    if given is not None:  # a fine-tuned run's parent: its model must have every tag already
+        given.check_tags(cfg.data.target_languages(), "the subword model of train.init_from")
     # sentencepiece training freed about 23 bytes per character of its sample; give it back
     give_back_freed_memory()  # before the encode workers fork: they would count it again
     tok.save(out)
@@ -261,11 +205,11 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
         ds.enable_progress_bars()
     d = cfg.data
     ids = text.map(
-        _encode,
+        encode_rows,
         batched=True,
         num_proc=d.workers if d.workers > 1 else None,
         remove_columns=text.column_names,
-        features=_id_features(ds, vocab),
+        features=id_features(ds, vocab, bool(d.directions)),
         cache_file_name=str(out / "train.arrow"),
         load_from_cache_file=False,
         batch_size=WRITER_ROWS,
@@ -278,6 +222,8 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
             "lowercase": d.lowercase,
             "max_len": d.max_len,
             "max_ratio": d.max_ratio,
+            "tags": [tok.tag_id(t) for _, t in d.language_pairs()] if d.directions else None,
+            "tag_side": d.tag,
         },
     )
     ds.disable_progress_bars()
@@ -300,14 +246,18 @@ def _write_meta(out: Path, ids, times: dict, vocab: int, d: DataConfig) -> None:
     }
     for c in INDEX:
         np.save(out / f"{c}.npy", index[c])
+    per_direction = {}
+    if d.directions:
+        direction = ids.data.column("dir").to_numpy()[kept]
+        np.save(out / f"{DIRECTION_INDEX}.npy", direction)
+        sizes = np.bincount(direction, minlength=len(d.directions))
+        per_direction = dict(zip(d.directions, map(int, sizes)))
     counts = np.bincount(drop, minlength=4)
     src_tokens, tgt_tokens = int(index["src_len"].sum()), int(index["tgt_len"].sum())
     n = len(ids)
     del index, drop, kept
     files = sorted(p.name for p in out.glob("train*.arrow"))
-    stats = FilterStats(
-        n, int(counts[KEEP]), int(counts[EMPTY]), int(counts[TOO_LONG]), int(counts[RATIO])
-    )
+    stats = FilterStats(n, *map(int, counts[:4]))  # kept, empty, too long, ratio: codes 0-3
     meta = {
         "format": FORMAT,
         "files": files,
@@ -320,6 +270,7 @@ def _write_meta(out: Path, ids, times: dict, vocab: int, d: DataConfig) -> None:
         "workers": d.workers,
         "lowercase": d.lowercase,
         "subwords": sorted(p.name for p in out.glob(SUBWORD_GLOB)),
+        "directions": per_direction,  # direction -> kept pairs ({} for one direction)
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     log.info(f"prepare: encoded and filtered in {times['encode+filter']:.1f} s; {stats.line()}")
@@ -340,10 +291,21 @@ class PreparedCorpus:
     files: list[Path]  # the Arrow files the rows are read from
     src_len: np.ndarray  # tokens per kept pair (the source with its EOS)
     tgt_len: np.ndarray
+    direction: Optional[np.ndarray] = None  # with directions: each kept pair's, an index
 
     @property
     def stats(self) -> FilterStats:
         return FilterStats(**self.meta["stats"])
+
+    @property
+    def directions(self) -> dict[str, int]:
+        """Direction -> kept training pairs, in config order ({} for a one-direction corpus)."""
+        return self.meta.get("directions", {})
+
+    def direction_line(self) -> str:
+        """The kept pairs of each direction, for the log ('' for one direction)."""
+        shown = ", ".join(f"{k} {v}" for k, v in self.directions.items())
+        return f"kept pairs per direction: {shown}" if shown else ""
 
     def batcher(
         self, data: DataConfig, seed: int, rank: int = 0, world: int = 1, pin: bool = False
@@ -359,6 +321,8 @@ class PreparedCorpus:
             rows=self.kept,
             pin=pin,
             lengths=(self.src_len, self.tgt_len),
+            groups=self.direction,
+            temperature=data.temperature,
         )
 
     def summary(self) -> str:
@@ -372,7 +336,7 @@ class PreparedCorpus:
             f"disk in {len(m['files'])} Arrow file(s)\n"
             f"prepare time: {stages}; {total:.1f} s in all, "
             f"{m['stats']['total'] / max(total, 1e-9):,.0f} pairs/s with {m['workers']} "
-            f"worker(s)"
+            f"worker(s)" + (f"\n{self.direction_line()}" if self.directions else "")
         )
 
 
@@ -393,6 +357,7 @@ def open_prepared(path: Path) -> PreparedCorpus:
     # Rows and lengths from their own contiguous files, not from the Arrow columns: those are
     # spread over every record batch, and reading them would fault in most of the corpus.
     index = {c: np.load(path / f"{c}.npy", mmap_mode="r") for c in INDEX}
+    direction = path / f"{DIRECTION_INDEX}.npy"
     src, tgt = FileIdColumn.open(files, ("src", "tgt"))
     return PreparedCorpus(
         path,
@@ -404,6 +369,7 @@ def open_prepared(path: Path) -> PreparedCorpus:
         files,
         index["src_len"],
         index["tgt_len"],
+        np.load(direction, mmap_mode="r") if direction.is_file() else None,
     )
 
 

@@ -14,11 +14,14 @@ from nmt.data.tokenizer import Tokenizer
 def train_subwords(cfg: Config, text) -> Tokenizer:
     """Train (or load) the subword models on a seeded sample of at most vocab.max_sentences lines."""
     v, n = cfg.vocab, len(text)
+    # a multilingual corpus: a tag for each target language, trained into (or checked in) the model
+    tags = cfg.data.target_languages()
+    kw = {"tags": tags} if tags else {}
     if v.model if v.joint else (v.src_model and v.tgt_model):
-        return Tokenizer.build(v, [], [], cfg.data.lowercase, cfg.train.seed)
+        return Tokenizer.build(v, [], [], cfg.data.lowercase, cfg.train.seed, **kw)
     pick = sample_rows(n, v.max_sentences, v.joint, cfg.train.seed)
     src, tgt = sample_text(text, pick)
-    return Tokenizer.build(v, src, tgt, cfg.data.lowercase, cfg.train.seed)
+    return Tokenizer.build(v, src, tgt, cfg.data.lowercase, cfg.train.seed, **kw)
 
 
 def sample_text(text, pick: Optional[np.ndarray]) -> tuple[list[str], list[str]]:

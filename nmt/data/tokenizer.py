@@ -2,13 +2,22 @@
 
 Special ids are fixed project-wide: PAD=0, UNK=1, BOS=2, EOS=3. Source sequences are encoded as
 `pieces + [EOS]`; targets as bare pieces (the batcher adds BOS/EOS).
+
+A multilingual model (`data.directions`) has a language tag `<2xx>` for each target language,
+trained into the joint model as a sentencepiece *control symbol*: one piece, never split, that
+encoding text can never produce (a user who types "<2en>" gets those characters as text, not the
+tag) and that decoding drops. The tags are read back from the model itself (`Tokenizer.tags`), so
+a run's subword model says which target languages it has; `data.tag` says where the tag goes.
 """
 
 from __future__ import annotations
 
+import copy
 import io
+import re
+from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Literal, Optional, Sequence
 
 import sentencepiece as spm
 
@@ -22,6 +31,13 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 JOINT_SUBWORDS = "spm.model"
 SRC_SUBWORDS, TGT_SUBWORDS = "spm.src.model", "spm.tgt.model"
 SUBWORD_GLOB = "spm*.model"
+TagMode = Literal["source", "target"]  # data.tag
+TAG = re.compile(r"<2([A-Za-z][A-Za-z0-9_]*)>")
+
+
+def tag_piece(lang: str) -> str:
+    """The piece that tells a multilingual model to translate into `lang`."""
+    return f"<2{lang}>"
 
 
 def subword_files(joint: bool) -> tuple[str, ...]:
@@ -29,7 +45,9 @@ def subword_files(joint: bool) -> tuple[str, ...]:
     return (JOINT_SUBWORDS,) if joint else (SRC_SUBWORDS, TGT_SUBWORDS)
 
 
-def _train_proto(lines: Iterable[str], cfg: VocabConfig, seed: int) -> bytes:
+def _train_proto(
+    lines: Iterable[str], cfg: VocabConfig, seed: int, tags: Sequence[str] = ()
+) -> bytes:
     lines = [s for s in lines if s.strip()]
     if not lines:
         raise NmtError("cannot train a subword model: the training split has no non-empty lines")
@@ -55,6 +73,8 @@ def _train_proto(lines: Iterable[str], cfg: VocabConfig, seed: int) -> bytes:
             split_digits=True,
             byte_fallback=False,
             train_extremely_large_corpus=False,
+            # control symbols, not user-defined ones: those would match "<2en>" typed in text
+            **({"control_symbols": [tag_piece(t) for t in tags]} if tags else {}),
         )
     except RuntimeError as e:
         raise NmtError(f"sentencepiece training failed: {str(e).splitlines()[0]}") from None
@@ -96,6 +116,8 @@ class Tokenizer:
         self.lowercase = lowercase
         self.src = _load_proto(src_proto)
         self.tgt = self.src if tgt_proto is None else _load_proto(tgt_proto)
+        # (target language, tag mode) of a view made by `for_direction`, else None
+        self.direction: Optional[tuple[str, TagMode]] = None
 
     @property
     def joint(self) -> bool:
@@ -109,15 +131,19 @@ class Tokenizer:
         tgt_lines: list[str],
         lowercase: bool,
         seed: int,
+        tags: Sequence[str] = (),
     ) -> "Tokenizer":
-        """Load the configured models, or train new ones on the training text."""
+        """Load the configured models, or train new ones on the training text; `tags`: target
+        languages whose tags the (joint) model must hold (trained in, or checked when given)."""
         if cfg.joint:
             proto = (
                 _read_model(cfg.model)
                 if cfg.model
-                else _train_proto(_lower(src_lines + tgt_lines, lowercase), cfg, seed)
+                else _train_proto(_lower(src_lines + tgt_lines, lowercase), cfg, seed, tags)
             )
-            return cls(proto, None, lowercase)
+            tok = cls(proto, None, lowercase)
+            tok.check_tags(tags, f"vocab.model {cfg.model}" if cfg.model else "the subword model")
+            return tok
         src = (
             _read_model(cfg.src_model)
             if cfg.src_model
@@ -149,13 +175,80 @@ class Tokenizer:
         return self.tgt.get_piece_size()
 
     def encode_src(self, texts: list[str]) -> list[list[int]]:
+        """Source ids ending in EOS; a `for_direction` view prepends its tag in source mode."""
+        if self.direction is not None:
+            return self.encode_source(texts, *self.direction)
         return [ids + [EOS] for ids in self.src.encode(_lower(texts, self.lowercase))]
 
     def encode_tgt(self, texts: list[str]) -> list[list[int]]:
+        """Target ids; a `for_direction` view prepends its tag in target mode."""
+        if self.direction is not None:
+            return self.encode_target(texts, *self.direction)
         return self.tgt.encode(_lower(texts, self.lowercase))
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
-        return [self.tgt.decode([i for i in seq if i > EOS]) for seq in ids]
+        """Text of target ids; specials and language tags are dropped."""
+        tags = set(self.tags.values())
+        return [self.tgt.decode([i for i in seq if i > EOS and i not in tags]) for seq in ids]
+
+    # ------------------------------------------------------------------ language tags
+    @cached_property
+    def tags(self) -> dict[str, int]:
+        """Target language -> id of its tag <2xx>: the model's control pieces of that form
+        (empty for a one-direction model)."""
+        sp = self.tgt
+        found = {}
+        for i in range(sp.get_piece_size()):
+            m = TAG.fullmatch(sp.id_to_piece(i)) if sp.is_control(i) else None
+            if m:
+                found[m.group(1)] = i
+        return found
+
+    def tag_id(self, lang: str) -> int:
+        """The id of `lang`'s tag, or one error line naming the languages this model has."""
+        if lang not in self.tags:
+            have = ", ".join(sorted(self.tags)) or "none: it was trained for one direction"
+            raise NmtError(
+                f"this model has no language tag for '{lang}' (target languages: {have})"
+            )
+        return self.tags[lang]
+
+    def check_tags(self, langs: Iterable[str], where: str) -> None:
+        """One error line unless the model holds a tag for every language in `langs`."""
+        missing = [tag_piece(lang) for lang in langs if lang not in self.tags]
+        if missing:
+            raise NmtError(
+                f"{where} has no language tag {', '.join(missing)} (data.directions needs one "
+                f"control symbol per target language: train it with --control_symbols)"
+            )
+
+    def encode_source(self, texts: list[str], tgt_lang: str, tag: TagMode) -> list[list[int]]:
+        """Source ids (ending in EOS) to translate into `tgt_lang`: its tag first in source
+        mode; in target mode the source is untagged (the tag is the decoder's prefix)."""
+        first = self.tag_id(tgt_lang)  # an unknown language fails in either mode
+        ids = [x + [EOS] for x in self.src.encode(_lower(texts, self.lowercase))]
+        return ids if tag == "target" else [[first] + x for x in ids]
+
+    def encode_target(self, texts: list[str], tgt_lang: str, tag: TagMode) -> list[list[int]]:
+        """Target ids of `tgt_lang` text as the model is trained on them: the target prefix
+        (the tag in target mode, nothing in source mode), then the pieces."""
+        prefix = self.target_prefix(tgt_lang, tag)
+        return [prefix + x for x in self.tgt.encode(_lower(texts, self.lowercase))]
+
+    def target_prefix(self, tgt_lang: str, tag: TagMode) -> list[int]:
+        """The ids decoding must force first for `tgt_lang` (the `prefixes` of
+        nmt.decode.translate_ids): [tag] in target mode, [] in source mode."""
+        return [self.tag_id(tgt_lang)] if tag == "target" else []
+
+    def for_direction(self, tgt_lang: str, tag: TagMode) -> "Tokenizer":
+        """A view of this tokenizer for one direction: its `encode_src` and `encode_tgt` are
+        `encode_source` and `encode_target` for `tgt_lang`, so code written for one direction
+        (nmt.translate's translate_texts and score_pairs) runs unchanged. In target mode a
+        caller must still force `target_prefix` (translate_texts does with blank prefixes)."""
+        self.tag_id(tgt_lang)
+        view = copy.copy(self)  # shares the processors and the tag table
+        view.direction = (tgt_lang, tag)
+        return view
 
     def src_pieces(self, ids: list[int]) -> list[str]:
         return [self.src.id_to_piece(i) if i != EOS else "</s>" for i in ids]

@@ -18,8 +18,9 @@ from nmt.checkpoint import average_checkpoints, load_checkpoint, tokenizer_from_
 from nmt.config import Config
 from nmt.config.load import check_trainable, with_absolute_paths
 from nmt.data.batching import BucketBatcher
-from nmt.data.corpus import load_split
+from nmt.data.directions import direction_tokenizer, load_directions
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
+from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.evaluate import score_report
 from nmt.logs import setup_logging
@@ -101,8 +102,18 @@ def describe_precision(cfg: Config, device: torch.device) -> str:
     return f"{p} autocast on {device.type}{note}" + (" with GradScaler" if p == "fp16" else "")
 
 
-def _valid_batches(cfg: Config, tok, src: list[str], tgt: list[str]) -> list:
-    s, t = tok.encode_src(src), tok.encode_tgt(tgt)
+# Validation pairs of each direction: name -> (sources, references); one entry for one direction.
+Valid = dict[str, tuple[list[str], list[str]]]
+
+
+def _valid_batches(cfg: Config, tok: Tokenizer, valid: Valid) -> list:
+    """The validation loss's batches: every direction's pairs, tagged as in training."""
+    s: list[list[int]] = []
+    t: list[list[int]] = []
+    for name, (src, tgt) in valid.items():
+        view = direction_tokenizer(cfg.data, tok, name)
+        s += view.encode_src(src)
+        t += view.encode_tgt(tgt)
     b = BucketBatcher.from_lists(
         s, t, cfg.data.batch_tokens, cfg.data.batch_size, seed=0, prefetch=0
     )
@@ -110,16 +121,30 @@ def _valid_batches(cfg: Config, tok, src: list[str], tgt: list[str]) -> list:
 
 
 def _greedy_scorer(
-    cfg: Config, tok, src: list[str], ref: list[str], device: torch.device
+    cfg: Config, tok: Tokenizer, valid: Valid, device: torch.device
 ) -> Callable[[NMTModel], dict]:
-    """Validation BLEU and chrF: greedy, exactly what `nmt evaluate --beam 1` computes."""
+    """Validation BLEU and chrF: greedy, exactly what `nmt evaluate --beam 1` computes. With
+    directions, each direction's (bleu_de-en, chrf_de-en, ...) and their means (bleu, chrf: what
+    best.pt, early stopping and the plateau schedule follow)."""
+    forced = bool(cfg.data.directions) and cfg.data.tag == "target"
 
     def score(model: NMTModel) -> dict:
+        scores = {}
         # the precision `nmt evaluate` decodes in, so validation BLEU is evaluate's
         with autocast_for(decode_precision(cfg.train.precision, device), device):
-            out = translate_texts(model, tok, src, cfg.decode, beam=1, nbest=1, device=device)
-        sc = score_report(src, [t.text for t in out], ref, cfg.eval.buckets)
-        return {"bleu": sc["bleu"], "chrf": sc["chrf"]}
+            for name, (src, ref) in valid.items():
+                view = direction_tokenizer(cfg.data, tok, name)
+                # a blank prefix through the view is the tag alone: the decoder's forced start
+                prefixes = [""] * len(src) if forced else None
+                out = translate_texts(
+                    model, view, src, cfg.decode, beam=1, nbest=1, device=device, prefixes=prefixes
+                )
+                scores[name] = score_report(src, [t.text for t in out], ref, cfg.eval.buckets)
+        row = {m: float(np.mean([sc[m] for sc in scores.values()])) for m in ("bleu", "chrf")}
+        if cfg.data.directions:
+            for name, sc in scores.items():
+                row.update({f"bleu_{name}": sc["bleu"], f"chrf_{name}": sc["chrf"]})
+        return row
 
     return score
 
@@ -157,8 +182,11 @@ def data_report(cfg: Config, progress: bool = False, where: str = "the config") 
     ]
     for role in cfg.data.splits:
         if role != "train":
-            src, _ = load_split(cfg.data, role)
-            lines.append(f"{role} ({cfg.data.splits[role]}): {len(src)} pairs, unfiltered")
+            for name, (src, _) in load_directions(cfg.data, role).items():
+                which = f" {name}" if cfg.data.directions else ""
+                lines.append(
+                    f"{role} ({cfg.data.splits[role]}){which}: {len(src)} pairs, unfiltered"
+                )
     lines.append(f"model {cfg.model.arch}: {model.num_parameters():,} parameters")
     return "\n".join(lines)
 
@@ -237,7 +265,11 @@ def _train(
     # the same ones), never with new ones trained on the new data.
     corpus = _training_corpus(cfg, dist.rank, tok, tok if cfg.train.init_from else None)
     # Only rank 0 validates: the other ranks neither read the split nor import `datasets`.
-    valid = load_split(cfg.data, "valid") if "valid" in cfg.data.splits and dist.rank == 0 else None
+    valid = (
+        load_directions(cfg.data, "valid")
+        if "valid" in cfg.data.splits and dist.rank == 0
+        else None
+    )
     model = build_model(cfg.model, corpus.tokenizer.src_vocab_size, corpus.tokenizer.tgt_vocab_size)
     run = RunDir(cfg.train.run_dir)
     if dist.rank == 0:
@@ -263,7 +295,7 @@ def _train(
 def _trainer(
     cfg: Config,
     corpus: PreparedCorpus,
-    valid: Optional[tuple[list[str], list[str]]],
+    valid: Optional[Valid],
     model: NMTModel,
     run: RunDir,
     dist,
@@ -272,6 +304,8 @@ def _trainer(
     """The trainer of a run, its starting weights (a fine-tuned run's parent) in place."""
     tok = corpus.tokenizer
     log.info(corpus.stats.line())
+    if corpus.directions:
+        log.info(corpus.direction_line())
     log.info(f"training corpus: {corpus.path} (memory-mapped)")
     if parent:
         init_weights(model, parent)
@@ -285,9 +319,10 @@ def _trainer(
     )
     score_fn, valid_batches = None, []
     if valid is not None and dist.rank == 0:
-        valid_batches = _valid_batches(cfg, tok, *valid)
-        n = cfg.train.valid_max_sentences or len(valid[0])
-        score_fn = _greedy_scorer(cfg, tok, valid[0][:n], valid[1][:n], dist.device)
+        valid_batches = _valid_batches(cfg, tok, valid)
+        n = cfg.train.valid_max_sentences  # per direction
+        firsts = {k: (s[:n], r[:n]) if n else (s, r) for k, (s, r) in valid.items()}
+        score_fn = _greedy_scorer(cfg, tok, firsts, dist.device)
     trainer = Trainer(cfg, model, tok, batcher, valid_batches, run.path, dist, score_fn)
     if parent and cfg.train.init_optimizer:
         init_optimizer(trainer, parent)

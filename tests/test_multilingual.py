@@ -1,0 +1,337 @@
+"""Multilingual training (data.directions): one model, several directions, a language tag per
+target language; every architecture trains it with no code of its own."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import REPO, make_config, tiny_pairs
+from nmt.config.load import load_config
+from nmt.data.corpus import load_split
+from nmt.data.directions import direction_tokenizer, load_directions
+from nmt.data.prepared import corpus_key, prepared_corpus
+from nmt.data.tokenizer import BOS, EOS
+from nmt.errors import NmtError
+from nmt.jobs import train as train_job
+
+DIRECTIONS = ["a-b", "b-a", "c-b", "b-c"]
+MODELS = {
+    "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 48},
+    "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 48},
+    "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 1},
+}
+
+
+def respell_c(sentence: str) -> str:
+    """The third language: language a's words, each reversed behind a 'k'."""
+    return " ".join("k" + w[::-1] for w in sentence.split())
+
+
+def write_three_way(out: Path, sizes: dict[str, int]) -> Path:
+    """Line-aligned SPLIT.a, SPLIT.b, SPLIT.c: a 3-way parallel corpus made from tiny_pairs."""
+    out.mkdir(parents=True, exist_ok=True)
+    for seed, (split, n) in enumerate(sizes.items()):
+        pairs = tiny_pairs(n, seed)
+        sides = {"a": [s for s, _ in pairs], "b": [t for _, t in pairs]}
+        sides["c"] = [respell_c(s) for s in sides["a"]]
+        for lang, lines in sides.items():
+            (out / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), "utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def three_way(tmp_path_factory) -> Path:
+    return write_three_way(tmp_path_factory.mktemp("three_way"), {"train": 240, "valid": 12})
+
+
+def data(corpus: Path, root: Path, **over) -> dict:
+    return {
+        "source": "local",
+        "path": str(corpus),
+        "splits": {"train": "train", "valid": "valid"},
+        "directions": DIRECTIONS,
+        "batch_tokens": 300,
+        "prepared_dir": str(root / "prepared"),
+        **over,
+    }
+
+
+def config(corpus: Path, root: Path, arch: str = "transformer", **data_over):
+    return make_config(
+        data=data(corpus, root, **data_over),
+        vocab={"type": "unigram", "size": 120},
+        model=MODELS[arch],
+        train={
+            "run_dir": str(root / f"run-{arch}"),
+            "max_steps": 6,
+            "valid_every": 3,
+            "valid_max_sentences": 5,
+            "log_every": 3,
+            "lr": 0.003,
+            "progress": False,
+            "threads": 1,
+        },
+        decode={"max_len_a": 1.0, "max_len_b": 4},
+    )
+
+
+# ---------------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    "directions, problem",
+    [
+        (["ab"], "entry 'ab' is not of the form 'xx-yy'"),
+        (["a-b-c"], "entry 'a-b-c' is not of the form 'xx-yy'"),
+        (["a-"], "entry 'a-' is not of the form 'xx-yy'"),
+        (["a-b", "a-a"], "entry 'a-a' translates a language into itself"),
+        (["a-b", "b-a", "a-b"], "entry 'a-b' is listed twice"),
+    ],
+)
+def test_a_bad_direction_is_one_line_naming_the_key_and_the_entry(tmp_path, directions, problem):
+    with pytest.raises(NmtError) as e:
+        config(tmp_path, tmp_path, directions=directions)
+    assert str(e.value) == f"'data.directions' in test config: {problem}" + (
+        " (two language keys of letters, digits or '_' joined by '-', e.g. de-en)"
+        if "form" in problem
+        else ""
+    )
+
+
+def test_directions_need_a_joint_vocabulary_and_local_text_files(tmp_path):
+    raw = {"data": data(tmp_path, tmp_path), "model": MODELS["transformer"]}
+    with pytest.raises(
+        NmtError, match=r"^'data.directions' in test config needs 'vocab.joint: true'"
+    ):
+        make_config(**raw, vocab={"joint": False})
+    for over, named in (({"format": "tsv"}, "tsv"), ({"source": "hub", "hub_name": "x/y"}, "hub")):
+        with pytest.raises(NmtError) as e:
+            make_config(**{**raw, "data": {**raw["data"], **over}})
+        assert "\n" not in str(e.value)
+        assert str(e.value).startswith("'data.directions' in test config reads local text files")
+        assert f"; {named} corpora hold one direction for now" in str(e.value)
+
+
+def test_a_bad_direction_from_the_command_line_is_one_nmt_error_line(tmp_path, capsys):
+    from nmt.cli import main
+
+    path = tmp_path / "cfg.yaml"
+    path.write_text(
+        yaml.safe_dump({"data": data(tmp_path, tmp_path), "model": {"arch": "seq2seq"}})
+    )
+    assert main(["train", str(path), "--set", "data.directions=[de-de]"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("nmt: error: 'data.directions' in ")
+    assert "entry 'de-de' translates a language into itself" in err
+
+
+def test_a_split_of_several_directions_is_read_one_direction_at_a_time(three_way, tmp_path):
+    cfg = config(three_way, tmp_path)
+    with pytest.raises(NmtError, match="read one direction at a time"):
+        load_split(cfg.data, "valid")
+    valid = load_directions(cfg.data, "valid")
+    assert list(valid) == DIRECTIONS
+    a, b = (three_way / "valid.a").read_text().splitlines(), (three_way / "valid.b").read_text()
+    assert valid["a-b"] == (a, b.splitlines()) and valid["b-a"] == (b.splitlines(), a)
+    assert valid["c-b"][0] == [respell_c(s) for s in a]
+
+
+# ---------------------------------------------------------------------------------- tags
+
+
+@pytest.fixture(scope="module")
+def prepared(three_way, tmp_path_factory):
+    """The prepared corpus in each tag mode (one subword model each: the same data and seed)."""
+    root = tmp_path_factory.mktemp("prepared")
+    return {tag: prepared_corpus(config(three_way, root, tag=tag)) for tag in ("source", "target")}
+
+
+def test_each_target_language_has_a_tag_that_is_one_control_piece(prepared):
+    tok = prepared["source"].tokenizer
+    assert sorted(tok.tags) == ["a", "b", "c"]  # every direction's target language
+    for lang, i in tok.tags.items():
+        assert tok.src.id_to_piece(i) == f"<2{lang}>" and tok.src.is_control(i)
+    assert tok.encode_source(["le dog"], "c", "source")[0][0] == tok.tags["c"]
+    assert tok.encode_source(["le dog"], "c", "target") == tok.encode_src(["le dog"])
+    assert tok.target_prefix("c", "target") == [tok.tags["c"]] and not tok.target_prefix(
+        "c", "source"
+    )
+    with pytest.raises(
+        NmtError, match=r"^this model has no language tag for 'd' \(target languages: a, b, c\)$"
+    ):
+        tok.encode_source(["le dog"], "d", "source")
+
+
+def test_a_tag_typed_in_a_sentence_stays_text_and_decoding_drops_real_tags(prepared):
+    tok = prepared["source"].tokenizer
+    tags = set(tok.tags.values())
+    typed = tok.encode_source(["le <2a> dog <2c>"], "b", "source")[0]
+    assert typed[0] == tok.tags["b"] and not tags & set(typed[1:])  # only the real tag is one
+    assert not tags & {i for x in tok.encode_tgt(["<2a> dog"]) for i in x}
+    hyp = [tok.tags["a"]] + tok.encode_tgt(["le dog"])[0] + [EOS]
+    assert tok.decode_tgt([hyp]) == ["le dog"]
+
+
+def test_a_one_direction_model_has_no_tags_and_encodes_as_before(tiny_corpus, tmp_path):
+    d = tiny_corpus("de", "en", sizes={"train": 60})
+    cfg = make_config(
+        data={
+            "source": "local",
+            "path": str(d),
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "splits": {"train": "train"},
+            "prepared_dir": str(tmp_path),
+        },
+        vocab={"type": "unigram", "size": 100},
+    )
+    tok = prepared_corpus(cfg).tokenizer
+    assert tok.tags == {} and direction_tokenizer(cfg.data, tok, "de-en") is tok
+    with pytest.raises(NmtError, match="target languages: none: it was trained for one direction"):
+        tok.for_direction("en", "source")
+
+
+# ---------------------------------------------------------------------------------- data
+
+
+@pytest.mark.parametrize("tag", ["source", "target"])
+def test_batches_mix_every_direction_with_its_tag_on_the_chosen_side(prepared, tag):
+    corpus = prepared[tag]
+    tok = corpus.tokenizer
+    assert corpus.directions == {d: 240 for d in DIRECTIONS}
+    batcher = corpus.batcher(replace(config(Path("."), Path("."), tag=tag).data), seed=1)
+    batches = batcher.epoch(0)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(4 * 240))  # each pair once
+    assert any(len(set(corpus.direction[b])) > 1 for b in batches)  # directions share batches
+    want = {k: tok.tags[d.split("-")[1]] for k, d in enumerate(DIRECTIONS)}
+    for ix in batches:
+        b = batcher.batch(ix)
+        first = b.src[:, 0] if tag == "source" else b.tgt_in[:, 1]
+        assert first.tolist() == [want[k] for k in corpus.direction[ix]]
+        assert (b.tgt_in[:, 0] == BOS).all()
+    # the other side carries no tag at all
+    other = batcher.batch(batches[0]).tgt_in if tag == "source" else batcher.batch(batches[0]).src
+    assert not set(tok.tags.values()) & set(other.flatten().tolist())
+
+
+def test_the_prepared_key_covers_directions_and_tag_but_not_temperature(three_way, tmp_path):
+    base = config(three_way, tmp_path)
+    key = corpus_key(base)
+    assert corpus_key(config(three_way, tmp_path, tag="target")) != key
+    assert corpus_key(config(three_way, tmp_path, directions=["a-b", "b-a"])) != key
+    assert corpus_key(config(three_way, tmp_path, temperature=5.0)) == key
+    one = config(three_way, tmp_path, directions=[], src_lang="a", tgt_lang="b")
+    assert corpus_key(replace(one, data=replace(one.data, tag="target"))) == corpus_key(one)
+
+
+def test_the_filter_counts_a_sentence_without_its_tag(three_way, tmp_path):
+    # max_len 3: the pairs the filter keeps are the same in both modes and for every direction
+    # of the same sentences (the tag is not a token of the sentence)
+    kept = {
+        tag: prepared_corpus(config(three_way, tmp_path, tag=tag, max_len=3, max_ratio=9.0))
+        for tag in ("source", "target")
+    }
+    assert kept["source"].directions == kept["target"].directions
+    assert kept["source"].directions["a-b"] == kept["source"].directions["b-a"] < 240
+
+
+# ---------------------------------------------------------------------------------- training
+
+
+def valid_rows(run: Path) -> list[dict]:
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["split"] == "valid"]
+
+
+@pytest.mark.parametrize("tag", ["source", "target"])
+@pytest.mark.parametrize("arch", sorted(MODELS))
+def test_every_architecture_trains_every_direction_in_both_tag_modes(
+    three_way, tmp_path, arch, tag
+):
+    cfg = config(three_way, tmp_path, arch, tag=tag)
+    run = train_job.train(cfg).run
+    rows = valid_rows(run)
+    assert [r["step"] for r in rows] == [3, 6]
+    for row in rows:
+        per = [row[f"bleu_{d}"] for d in DIRECTIONS]
+        assert row["bleu"] == pytest.approx(np.mean(per))
+        assert row["chrf"] == pytest.approx(np.mean([row[f"chrf_{d}"] for d in DIRECTIONS]))
+    log = (run / "train.log").read_text()
+    assert "kept pairs per direction: a-b 240, b-a 240, c-b 240, b-c 240" in log
+    assert all(f"bleu_{d} " in log for d in DIRECTIONS)
+    stored = load_config(run / "config.yaml", stored=True)
+    assert stored == cfg and stored.data.directions == DIRECTIONS and stored.data.tag == tag
+
+
+def test_unequal_directions_sample_by_temperature_and_resume_exactly(tmp_path):
+    """Directions differ in size where one language's lines are blank (dropped as empty): at
+    T = 5 the small ones get more of each epoch, and a resumed run continues bit for bit."""
+    import torch
+
+    from nmt.checkpoint import load_checkpoint, step_checkpoints
+
+    corpus = write_three_way(tmp_path / "corpus", {"train": 240, "valid": 12})
+    lines = (corpus / "train.c").read_text("utf-8").splitlines()
+    (corpus / "train.c").write_text(
+        "".join(("" if i < 160 else x) + "\n" for i, x in enumerate(lines))
+    )
+    cfg = config(corpus, tmp_path / "a", temperature=5.0)
+    cfg = replace(cfg, train=replace(cfg.train, max_steps=10, valid_every=1000))
+    prepared = prepared_corpus(cfg)
+    assert prepared.directions == {"a-b": 240, "b-a": 240, "c-b": 80, "b-c": 80}
+    epoch = np.concatenate(prepared.batcher(cfg.data, seed=1).epoch(0))
+    counts = np.bincount(prepared.direction[epoch])
+    share = 80**0.2 / (2 * 80**0.2 + 2 * 240**0.2)  # each small one: 0.223, up from 80 / 640
+    assert counts.sum() == 640 and np.all(np.abs(counts[2:] - 640 * share) < 1)
+
+    run_a = train_job.train(cfg).run
+    part = replace(cfg, train=replace(cfg.train, run_dir=str(tmp_path / "b"), max_steps=4))
+    run_b = train_job.train(part).run
+    assert load_checkpoint(step_checkpoints(run_b)[-1])["progress"]["batch_in_epoch"] > 0
+    train_job.train(replace(part, train=replace(part.train, max_steps=10)), resume=True)
+    a, b = (load_checkpoint(step_checkpoints(r)[-1])["model"] for r in (run_a, run_b))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("tag", ["source", "target"])
+def test_the_tag_decides_the_output_language(three_way, tmp_path, tag):
+    """Trained a little longer, the same b sentences come out in a or in c as their tag says."""
+    from nmt.checkpoint import load_model
+    from nmt.translate import translate_texts
+
+    cfg = config(three_way, tmp_path, tag=tag)
+    model = {"d_model": 64, "heads": 4, "ff": 128, "layers": 2}
+    cfg = replace(
+        cfg,
+        model=replace(cfg.model, **model),
+        train=replace(cfg.train, max_steps=150, valid_every=150),
+    )
+    run = train_job.train(cfg).run
+    loaded, model, tok, _ = load_model(run)
+    src = (three_way / "valid.b").read_text().splitlines()
+    words = {}
+    for lang in ("a", "c"):
+        view = tok.for_direction(lang, tag)
+        prefixes = [""] * len(src) if tag == "target" else None
+        out = translate_texts(model, view, src, loaded.decode, beam=1, nbest=1, prefixes=prefixes)
+        words[lang] = [w for t in out for w in t.text.split()]
+    share_c = {lang: np.mean([w.startswith("k") for w in ws]) for lang, ws in words.items()}
+    assert share_c["c"] > 0.9 and share_c["a"] < 0.1, share_c  # language c's words start with k
+
+
+# ---------------------------------------------------------------------------------- recipe
+
+
+def test_the_multilingual_recipe_is_the_de_en_model_on_four_directions():
+    multi = load_config(REPO / "configs" / "multi30k" / "multi" / "transformer.yaml")
+    de_en = load_config(REPO / "configs" / "multi30k" / "de-en" / "transformer.yaml")
+    assert multi.data.directions == ["de-en", "en-de", "fr-en", "en-fr"]
+    assert multi.model == de_en.model and multi.vocab == de_en.vocab
+    assert multi.data.source == "local" and multi.data.format == "text"
+    assert de_en.train.max_steps < multi.train.max_steps <= 4 * de_en.train.max_steps
