@@ -5,6 +5,7 @@
     (r,) = t.translate(["Ein Hund rennt."], beam=5, nbest=2, alignment=True)
     r.text, r.nbest, r.src_pieces, r.tgt_pieces, r.alignment, r.warnings
     t.translate("Ein Hund rennt.")                           # one string in, one string out
+    t.translate("Ein Hund rennt.", constraints=["dog"])      # phrases the translation must hold
 
 Built on `nmt.inference.load_for_decoding` and `nmt.translate.translate_texts`, the code `nmt
 translate` runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
@@ -16,13 +17,16 @@ import json
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, overload
+from typing import Any, Iterator, Optional, Sequence, overload
 
 from nmt.config.load import with_decode_options
+from nmt.data.constraints_file import from_value, missed_message
 from nmt.data.tokenizer import EOS
+from nmt.errors import NmtError
 from nmt.inference import Loaded, check_nbest, load_for_decoding
 from nmt.run_dir import RunDir
-from nmt.translate import translate_texts
+from nmt.search.constraints import Phrases
+from nmt.translate import encode_constraints, translate_texts
 from nmt.unknown_words import describe_unknown, unknown_words
 
 
@@ -40,7 +44,9 @@ class TranslationResult(str):
     src_pieces: list[str]  # source subwords the model saw, with </s>
     tgt_pieces: list[str]  # best hypothesis' subwords, with </s>
     alignment: Optional[list[list[float]]]  # [len(tgt_pieces)][len(src_pieces)] or None
-    warnings: list[str]  # unknown words, truncation
+    warnings: list[str]  # unknown words, truncation, constraint phrases missed
+    # Phrases that had to appear and do not (the length limit left no room); None without any.
+    unmet: Optional[int]
 
     def __new__(
         cls,
@@ -50,10 +56,11 @@ class TranslationResult(str):
         tgt_pieces: list[str],
         alignment: Optional[list[list[float]]],
         warnings: Optional[list[str]] = None,
+        unmet: Optional[int] = None,
     ) -> "TranslationResult":
         self = super().__new__(cls, text)
         self.nbest, self.src_pieces, self.tgt_pieces = nbest, src_pieces, tgt_pieces
-        self.alignment, self.warnings = alignment, list(warnings or [])
+        self.alignment, self.warnings, self.unmet = alignment, list(warnings or []), unmet
         return self
 
     @property
@@ -70,6 +77,7 @@ class TranslationResult(str):
             "tgt_pieces": self.tgt_pieces,
             "alignment": self.alignment,
             "warnings": self.warnings,
+            "unmet": self.unmet,
         }
 
 
@@ -159,6 +167,7 @@ class Translator:
         attention_head: Optional[int] = None,
         batch_tokens: Optional[int] = None,
         sampling: Optional[Sampling] = None,
+        constraints: Optional[list[str] | dict] = None,
     ) -> TranslationResult: ...
 
     @overload
@@ -172,6 +181,7 @@ class Translator:
         attention_head: Optional[int] = None,
         batch_tokens: Optional[int] = None,
         sampling: Optional[Sampling] = None,
+        constraints: Optional[Sequence[Optional[list[str] | dict]]] = None,
     ) -> list[TranslationResult]: ...
 
     def translate(
@@ -184,14 +194,20 @@ class Translator:
         attention_head: Optional[int] = None,
         batch_tokens: Optional[int] = None,
         sampling: Optional[Sampling] = None,
+        constraints: Any = None,
     ) -> TranslationResult | list[TranslationResult]:
         """One result per text, in order (blank texts give empty results); a single string
         gives its one result itself, a string, not a list (a string is not taken as a list of
-        characters); every result is the best translation as a `str` with its details. `beam` defaults to the checkpoint's decode.beam; with `sampling`, `nbest`
-        samples are drawn instead of searching. Alignment rows are the cross-attention of
-        (attention_layer, attention_head; None = mean of heads) for each target piece. Each
-        result's warnings name the words the vocabulary does not know and say when the input
-        was truncated."""
+        characters); every result is the best translation as a `str` with its details. `beam`
+        defaults to the checkpoint's decode.beam; with `sampling`, `nbest` samples are drawn
+        instead of searching. Alignment rows are the cross-attention of (attention_layer,
+        attention_head; None = mean of heads) for each target piece. Each result's warnings
+        name the words the vocabulary does not know and say when the input was truncated.
+
+        `constraints`: per text, a list of phrases its translation must contain, or {"include":
+        [...], "exclude": [...]} (exclude: phrases it must not contain), or None; with a single
+        string, that one text's list or dict. Each result's `unmet` counts the phrases it misses
+        (only where the length limit left no room, with a warning), None without constraints."""
         if isinstance(texts, str):
             (one,) = self.translate(
                 [texts],
@@ -202,15 +218,15 @@ class Translator:
                 attention_head,
                 batch_tokens,
                 sampling,
+                None if constraints is None else [constraints],
             )
             return one
         texts = list(texts)
         beam = self.cfg.decode.beam if beam is None else beam
         check_nbest(beam, nbest, sampling is not None)
         dcfg = self._decode_config(batch_tokens, sampling)
-        warnings = [
-            t + u for t, u in zip(self._truncation_warnings(texts), self._unknown_warnings(texts))
-        ]
+        pos, neg = self.encode_constraints(texts, constraints, sampling)
+        warnings = self._warnings(texts)
         with self._attention_view(attention_layer, attention_head, alignment):
             with self.loaded.autocast():
                 out = translate_texts(
@@ -223,21 +239,54 @@ class Translator:
                     return_attn=alignment,
                     device=self.device,
                     where="request",
+                    positive=pos,
+                    negative=neg,
                 )
-        return [self._result(t, warn, alignment) for t, warn in zip(out, warnings)]
+        given = [0] * len(texts) if pos is None else list(map(len, pos))
+        return [self._result(*args, alignment) for args in zip(out, warnings, given)]
 
-    def _result(self, t, warnings: list[str], alignment: bool) -> TranslationResult:
+    def encode_constraints(
+        self,
+        texts: list[str],
+        constraints: Any,
+        sampling: Optional[Sampling] = None,
+        where: str = "constraints[{}]",
+    ) -> tuple[Optional[Phrases], Optional[Phrases]]:
+        """Per-text constraints (see `translate`) as target ids, all checked before decoding;
+        (None, None) without any. Errors name the text as `where` formats its index."""
+        if constraints is None:
+            return None, None
+        if isinstance(constraints, (str, dict)) or not isinstance(constraints, Sequence):
+            raise NmtError(
+                f"constraints: expected one entry per text (a list of phrases, an include/"
+                f"exclude dict or None), got {type(constraints).__name__}"
+            )
+        if len(constraints) != len(texts):
+            raise NmtError(
+                f"constraints: {len(constraints)} entries for {len(texts)} texts; expected one "
+                f"per text (None or [] for none)"
+            )
+        if sampling is not None:
+            raise NmtError("constraints need beam search; they cannot be used with sampling")
+        specs = [from_value(c, where.format(i)) for i, c in enumerate(constraints)]
+        if all(c.empty for c in specs):
+            return None, None
+        return encode_constraints(self.tok, texts, specs, self.cfg.decode, where.format)
+
+    def _result(self, t, warnings: list[str], given: int, alignment: bool) -> TranslationResult:
         tokens = [] if t.hyp is None else t.hyp.tokens
         attn = None
         if alignment and t.hyp is not None and t.hyp.attn is not None:
             attn = [[round(float(w), 4) for w in row] for row in t.hyp.attn.tolist()]
+        unmet = None if t.hyp is None else t.hyp.unmet  # None: decoded without constraints
         return TranslationResult(
             t.text,
             [Hypothesis(h, s) for h, s in zip(t.nbest, t.scores)],
             t.src_pieces,
             self.tok.tgt_pieces(tokens + [EOS]) if t.hyp is not None else [],
             attn,
-            warnings,
+            warnings + ([missed_message(unmet, given)] if unmet else []),
+            unmet,
         )
 
     def _decode_config(self, batch_tokens: Optional[int], sampling: Optional[Sampling]):
@@ -249,6 +298,11 @@ class Translator:
         if not options:
             return self.cfg.decode
         return with_decode_options(replace(self.cfg), options, "the request").decode
+
+    def _warnings(self, texts: list[str]) -> list[list[str]]:
+        """Per text, its truncation and unknown-word warnings."""
+        pairs = zip(self._truncation_warnings(texts), self._unknown_warnings(texts))
+        return [t + u for t, u in pairs]
 
     def _unknown_warnings(self, texts: list[str]) -> list[list[str]]:
         return [

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
 from nmt.config import DecodeConfig
+from nmt.data.constraints_file import LineConstraints, encode_line, read_constraints
 from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.decode import translate_ids
+from nmt.errors import NmtError
 from nmt.models.base import NMTModel
+from nmt.search.constraints import Phrases
 from nmt.search.hypotheses import Hypothesis, length_penalty
 from nmt.search.scoring import score_ids
 
@@ -60,32 +63,94 @@ def translate_texts(
     progress: bool = False,
     where: str = "input",
     prefixes: Optional[list[str]] = None,
+    positive: Optional[Phrases] = None,
+    negative: Optional[Phrases] = None,
 ) -> list[Translation]:
     """One Translation per input line, in order; blank lines give empty translations.
 
-    `prefixes[i]` (target text) starts line i's translation; blank prefixes force nothing."""
+    `prefixes[i]` (target text) starts line i's translation; blank prefixes force nothing.
+    `positive[i]`/`negative[i]` (target ids, from `encode_constraints`) must / must not appear
+    in it; lines with neither are decoded apart, exactly as without constraints."""
     ids = encode_inputs(tok, texts, cfg.max_input_tokens, where)
     live = [i for i, t in enumerate(texts) if t.strip()]
-    forced = None if prefixes is None else [tok.encode_tgt([prefixes[i]])[0] for i in live]
-    hyps = translate_ids(
-        model,
-        [ids[i] for i in live],
-        cfg,
-        beam=beam,
-        nbest=nbest,
-        return_attn=return_attn,
-        device=device,
-        progress=progress,
-        prefixes=forced,
-    )
     k = nbest or 1  # blank inputs still give k (empty) hypotheses, like every other line
     out = [Translation("", [""] * k, [0.0] * k, None, tok.src_pieces(s)) for s in ids]
-    for i, hs in zip(live, hyps):
-        texts_i = tok.decode_tgt([h.tokens for h in hs])
-        out[i] = Translation(
-            texts_i[0], texts_i, [h.norm_score for h in hs], hs[0], tok.src_pieces(ids[i])
+    for group, pos, neg in _constraint_groups(live, len(texts), positive, negative):
+        hyps = translate_ids(
+            model,
+            [ids[i] for i in group],
+            cfg,
+            beam=beam,
+            nbest=nbest,
+            return_attn=return_attn,
+            device=device,
+            progress=progress,
+            prefixes=None if prefixes is None else tok.encode_tgt([prefixes[i] for i in group]),
+            positive_constraints=pos,
+            negative_constraints=neg,
         )
+        for i, hs in zip(group, hyps):
+            texts_i = tok.decode_tgt([h.tokens for h in hs])
+            out[i] = Translation(
+                texts_i[0], texts_i, [h.norm_score for h in hs], hs[0], tok.src_pieces(ids[i])
+            )
     return out
+
+
+def _constraint_groups(
+    live: list[int], n: int, positive: Optional[Phrases], negative: Optional[Phrases]
+) -> list[tuple[list[int], Optional[Phrases], Optional[Phrases]]]:
+    """The lines to decode together: those without constraints (as if none were given: the
+    constrained search has no greedy floor and runs beam search at beam 1), and those with."""
+    if positive is None and negative is None:
+        return [(live, None, None)] if live else []
+    for kind, lists in (("positive", positive), ("negative", negative)):
+        if lists is not None and len(lists) != n:
+            raise NmtError(f"{len(lists)} {kind} constraint lists for {n} texts; expected one each")
+    pos, neg = positive or [[]] * n, negative or [[]] * n
+    held = [i for i in live if pos[i] or neg[i]]
+    free = [i for i in live if not (pos[i] or neg[i])]
+    groups = [(free, None, None)] if free else []
+    if held:
+        groups.append((held, [pos[i] for i in held], [neg[i] for i in held]))
+    return groups
+
+
+def encode_constraints(
+    tok: Tokenizer,
+    texts: list[str],
+    constraints: list[LineConstraints],
+    cfg: DecodeConfig,
+    where: Callable[[int], str],
+) -> tuple[Phrases, Phrases]:
+    """Each text's phrases as target ids (must appear, must not), every one checked before any
+    decoding; `where(i)` names text i's constraints in errors (FILE line N, a request field).
+    A positive phrase may not be longer than its line's limit a * source tokens + b."""
+    lengths = [min(len(s), cfg.max_input_tokens + 1) for s in tok.encode_src(texts)]
+    positive: Phrases = []
+    negative: Phrases = []
+    for i, (text, c, n) in enumerate(zip(texts, constraints, lengths)):
+        pos, neg = [], []
+        if not c.empty:
+            if not text.strip():
+                raise NmtError(
+                    f"{where(i)}: constraints for a blank input, which is not translated"
+                )
+            pos, neg = encode_line(tok, c, int(cfg.max_len_a * n + cfg.max_len_b), where(i))
+        positive.append(pos)
+        negative.append(neg)
+    return positive, negative
+
+
+def constraints_from_file(
+    tok: Tokenizer, texts: list[str], path: str, cfg: DecodeConfig
+) -> tuple[Phrases, Phrases]:
+    """`--constraints FILE` of `nmt translate` and `nmt evaluate` for these texts, one line
+    each: read, encoded and checked in full before decoding, errors naming FILE line N."""
+    if cfg.sample:
+        raise NmtError("--constraints needs beam search; it cannot be used with --sample")
+    specs = read_constraints(path, len(texts))
+    return encode_constraints(tok, texts, specs, cfg, lambda i: f"{path} line {i + 1}")
 
 
 def score_pairs(

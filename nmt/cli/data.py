@@ -1,17 +1,19 @@
-"""`nmt data synth`: write the built-in synthetic corpus as text files."""
+"""`nmt data synth`: write the built-in synthetic corpus as text files; `nmt data constraints`:
+draw lexical constraints from references, seeded, for a terminology study."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from nmt.cli.options import positive
+from nmt.cli.options import count, positive
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     _synth_args(dsub)
+    _constraints_args(dsub)
     d.set_defaults(func=run)
 
 
@@ -47,7 +49,61 @@ def _synth_args(dsub) -> None:
     )
 
 
+def _constraints_args(dsub) -> None:
+    c = dsub.add_parser(
+        "constraints",
+        help="draw lexical constraints from reference translations",
+        description="Draw phrases of consecutive reference words, one line per reference line "
+        "with its phrases separated by TABs (the --constraints format of nmt translate and nmt "
+        "evaluate): per line between --min-phrases and --max-phrases phrases of --min-words to "
+        "--max-words words, not overlapping, in sentence order; a line too short for them gets "
+        "fewer. The same file and seed give the same phrases.",
+    )
+    dflt = " (default: %(default)s)"
+    c.add_argument("--ref", required=True, help="reference file, one sentence per line")
+    c.add_argument("--seed", type=int, default=1, help="seed of the draw" + dflt)
+    c.add_argument("--min-phrases", type=count, default=1, help="phrases per line, at least" + dflt)
+    c.add_argument("--max-phrases", type=count, default=3, help="phrases per line, at most" + dflt)
+    c.add_argument(
+        "--min-words", type=positive, default=1, help="words per phrase, at least" + dflt
+    )
+    c.add_argument("--max-words", type=positive, default=3, help="words per phrase, at most" + dflt)
+    c.add_argument("-o", "--output", help="constraints file to write (default: stdout)")
+
+
 def run(a: argparse.Namespace) -> int:
+    if a.data_command == "constraints":
+        return _draw(a)
+    return _synth(a)
+
+
+def _draw(a: argparse.Namespace) -> int:
+    import sys
+
+    from nmt.data.constraints_file import draw_constraints
+    from nmt.data.corpus import read_lines
+    from nmt.files import atomic_write
+    from nmt.jobs.translate import check_output
+
+    check_output(a.output)
+    drawn = draw_constraints(
+        read_lines(a.ref), a.seed, (a.min_phrases, a.max_phrases), (a.min_words, a.max_words)
+    )
+    text = "".join("\t".join(phrases) + "\n" for phrases in drawn)
+    if a.output:
+        atomic_write(a.output, text)
+    else:
+        sys.stdout.write(text)
+    n = sum(map(len, drawn))
+    lines = sum(1 for p in drawn if p)
+    print(
+        f"{n} phrases on {lines} of {len(drawn)} lines (seed {a.seed}) -> {a.output or 'stdout'}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _synth(a: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from nmt.config import SyntheticConfig

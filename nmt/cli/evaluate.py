@@ -26,6 +26,13 @@ def register(sub: "argparse._SubParsersAction") -> None:
     e.add_argument("--src", help="source file (with --ref) instead of a config split")
     e.add_argument("--ref", help="reference file (with --src)")
     e.add_argument(
+        "--constraints",
+        metavar="FILE",
+        help="lexical constraints, one line per source line (as nmt translate --constraints); "
+        "scores.json records how many were met; the default report directory ends in "
+        "_constrained",
+    )
+    e.add_argument(
         "--report",
         help="report directory (default: RUN/eval_SPLIT_beamK, or "
         "RUN/eval_file_NAME_beamK for --src NAME.xx)",
@@ -119,10 +126,15 @@ def run(a: argparse.Namespace) -> int:
         bootstrap=a.bootstrap,
         comet_model=a.comet_model,
         verbose=a.verbose,
+        constraints_file=a.constraints,
     )
     scores, report = evaluate(a.checkpoint, opts)
     print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
     print(format_scores(scores))
+    if "constraints" in scores:
+        from nmt.data.constraints_file import describe_record
+
+        print(describe_record(scores["constraints"]))
     print(f"report: {report}")
     if a.compare:
         from nmt.compare import compare_reports

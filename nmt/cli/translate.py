@@ -42,6 +42,13 @@ def register(sub: "argparse._SubParsersAction") -> None:
         help="target prefixes, one line per input line: each output starts with it",
     )
     tr.add_argument(
+        "--constraints",
+        metavar="FILE",
+        help="lexical constraints, one line per input line: TAB-separated phrases the "
+        'translation must contain, or a JSON object {"include": [...], "exclude": [...]}; an '
+        "empty line constrains nothing (docs/terminology.md)",
+    )
+    tr.add_argument(
         "--alignment",
         action="store_true",
         help="write word alignments from attention: Pharaoh 'i-j' lines to "
@@ -71,8 +78,11 @@ def run(a: argparse.Namespace) -> int:
         a.checkpoint, a.beam, a.nbest, a.device, decode_overrides(a), int8=a.int8
     )
     if a.input is None and sys.stdin.isatty():
-        if a.prefix or a.alignment:
-            raise NmtError("--prefix and --alignment need an input file (-i FILE) or piped input")
+        if a.prefix or a.alignment or a.constraints:
+            raise NmtError(
+                "--prefix, --constraints and --alignment need an input file (-i FILE) or "
+                "piped input"
+            )
         _interactive(session)
         return 0
     lines = read_lines(a.input) if a.input else split_lines(sys.stdin.buffer.read(), "stdin")
@@ -85,6 +95,7 @@ def run(a: argparse.Namespace) -> int:
         alignment=a.alignment,
         verbose=a.verbose,
         progress=a.input is not None and sys.stderr.isatty(),
+        constraints_path=a.constraints,
     )
 
 

@@ -13,6 +13,7 @@ import torch
 
 from nmt.bootstrap import DEFAULT_SAMPLES
 from nmt.config import Config, DataConfig
+from nmt.data.constraints_file import constraints_record
 from nmt.data.corpus import load_split, read_lines
 from nmt.errors import NmtError
 from nmt.evaluate import (
@@ -24,9 +25,11 @@ from nmt.evaluate import (
     score_report,
 )
 from nmt.inference import load_for_decoding
+from nmt.jobs.translate import warn_missed
 from nmt.models import NMTModel
 from nmt.run_dir import RunDir
-from nmt.translate import Translation, translate_texts
+from nmt.search.constraints import Phrases
+from nmt.translate import Translation, constraints_from_file, translate_texts
 from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")
@@ -55,6 +58,7 @@ class EvalOptions:
     comet_model: Optional[str] = None  # a local COMET checkpoint (needs unbabel-comet)
     verbose: bool = False
     data: Optional[DataConfig] = None  # score on this data's split instead of the run's own
+    constraints_file: Optional[str] = None  # lexical constraints, one line per source line
 
 
 def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[dict, Path]:
@@ -70,6 +74,9 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
     warn_unknown(tok, srcs, o.src_file or f"split {name}", o.verbose)
     o = dataclasses.replace(o, metrics=o.metrics or tuple(cfg.eval.metrics))
     bounds, merge = _buckets(cfg, o, srcs)
+    pos = neg = None
+    if o.constraints_file:  # read and checked in full before decoding
+        pos, neg = constraints_from_file(tok, srcs, o.constraints_file, cfg.decode)
     model.set_attention_view(o.attn_layer, o.attn_head)
     k = cfg.decode.beam if o.beam is None else o.beam
     what = test_set["split"] or f"{o.src_file} / {o.ref_file}"
@@ -88,12 +95,16 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
             device=m.device,
             progress=o.progress,
             return_attn=o.attention_plots > 0,
+            positive=pos,
+            negative=neg,
         )
     hyps = [t.text for t in out]
     scores = _scores(srcs, hyps, refs, bounds, o, m.device)
     scores.update(_provenance(cfg, meta, k, o.int8, test_set))
     scores.update(merge)
-    report, model_name = _report_place(cfg, meta, name, k, o.int8, o.report_dir)
+    if pos is not None:
+        scores["constraints"] = _constraints_record(out, pos, neg, o.constraints_file)
+    report, model_name = _report_place(cfg, meta, name, k, o, pos is not None)
     write_report(
         report,
         scores,
@@ -107,6 +118,22 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
         view = _attention_view(cfg, model, o.attn_layer, o.attn_head)
         _attention_plots(out, srcs, tok, report, o.attention_plots, f"{model_name}, {view}")
     return scores, report
+
+
+def _constraints_record(
+    out: list[Translation], pos: Phrases, neg: Optional[Phrases], path: str
+) -> dict:
+    """scores.json's `constraints`: the file, how many phrases were given and met, and the
+    share of the constrained lines whose translation has all of its phrases; one warning per
+    line that misses some."""
+    warn_missed(out, pos, path)
+    unmet = [None if t.hyp is None else t.hyp.unmet for t in out]
+    excluded = sum(map(len, neg or []))
+    return {
+        "file": str(Path(path).resolve()),
+        **constraints_record(list(map(len, pos)), unmet),
+        "excluded": excluded,
+    }
 
 
 def _provenance(cfg: Config, meta: dict, k: int, int8: bool, test_set: dict) -> dict:
@@ -159,17 +186,18 @@ def _scores(
 
 
 def _report_place(
-    cfg: Config, meta: dict, name: str, k: int, int8: bool, report_dir: Optional[str]
+    cfg: Config, meta: dict, name: str, k: int, o: EvalOptions, constrained: bool
 ) -> tuple[Path, str]:
-    """The report directory (given, or RUN/eval_NAME_beamK...) and the model's name in it."""
+    """The report directory (given, or RUN/eval_NAME_beamK..., with `_constrained` beside the
+    unconstrained report of the same set and beam) and the model's name in it."""
     run = RunDir.of_checkpoint(meta["path"])
     members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
-    suffix = f"{members}{'_int8' if int8 else ''}"
-    report = Path(report_dir) if report_dir else run.report(name, k, suffix)
+    suffix = f"{members}{'_int8' if o.int8 else ''}{'_constrained' if constrained else ''}"
+    report = Path(o.report_dir) if o.report_dir else run.report(name, k, suffix)
     ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
+    extra = f"{', int8' if o.int8 else ''}{', constrained' if constrained else ''}"
     return report, (
-        f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, "
-        f"beam {k}{', int8' if int8 else ''})"
+        f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}{extra})"
     )
 
 

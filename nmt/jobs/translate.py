@@ -4,18 +4,23 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from nmt.data.constraints_file import missed_message
 from nmt.data.corpus import read_lines
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 from nmt.inference import Loaded, check_nbest, load_for_decoding
-from nmt.translate import Translation, score_pairs, translate_texts
+from nmt.search.constraints import Phrases
+from nmt.translate import Translation, constraints_from_file, score_pairs, translate_texts
 from nmt.unknown_words import warn_unknown
+
+log = logging.getLogger("nmt")
 
 
 @dataclass
@@ -37,6 +42,8 @@ class Session:
         progress: bool = False,
         prefixes: Optional[list[str]] = None,
         return_attn: bool = False,
+        positive: Optional[Phrases] = None,
+        negative: Optional[Phrases] = None,
     ) -> list[Translation]:
         m = self.loaded
         with m.autocast():
@@ -52,6 +59,8 @@ class Session:
                 where=where,
                 prefixes=prefixes,
                 return_attn=return_attn,
+                positive=positive,
+                negative=negative,
             )
 
     def output_lines(self, t: Translation, index: int) -> list[str]:
@@ -85,9 +94,10 @@ def translate(
     alignment: bool = False,
     verbose: bool = False,
     progress: bool = False,
+    constraints_path: Optional[str] = None,
 ) -> int:
     """`nmt translate` of given lines (read by the CLI from `where`): one output line per input
-    line, to `output_path` or stdout."""
+    line, to `output_path` or stdout. Every input file is checked before anything is decoded."""
     warn_unknown(session.tok, lines, where, verbose)
     prefixes = read_lines(prefix_path) if prefix_path else None
     if prefixes is not None and len(prefixes) != len(lines):
@@ -95,12 +105,29 @@ def translate(
             f"--prefix {prefix_path} has {len(prefixes)} lines but the input has "
             f"{len(lines)}; expected one prefix line per input line"
         )
-    out = session.translate(lines, where, progress, prefixes, return_attn=alignment)
+    pos = neg = None
+    if constraints_path:
+        m = session.loaded
+        pos, neg = constraints_from_file(m.tok, lines, constraints_path, m.cfg.decode)
+    out = session.translate(lines, where, progress, prefixes, alignment, pos, neg)
+    if pos is not None:
+        warn_missed(out, pos, constraints_path)
     text = "".join(line + "\n" for i, t in enumerate(out) for line in session.output_lines(t, i))
     if alignment:
         _write_alignments(out, lines, session.tok, output_path)
     _emit(text, output_path)
     return 0
+
+
+def warn_missed(out: list[Translation], positive: Phrases, where: str) -> int:
+    """One warning per line whose best translation misses constraint phrases (only the length
+    limit makes the search give up on one); the number of such lines."""
+    missed = 0
+    for i, (t, phrases) in enumerate(zip(out, positive)):
+        if t.hyp is not None and t.hyp.unmet:
+            log.warning(f"{where} line {i + 1}: {missed_message(t.hyp.unmet, len(phrases))}")
+            missed += 1
+    return missed
 
 
 def check_output(output_path: Optional[str]) -> None:

@@ -1,7 +1,8 @@
 """`nmt serve`: FastAPI routes and schemas over one `Translator` and its `Batcher`.
 
     POST /v1/translate   {"text": [...], "beam", "nbest", "alignment", "attention_layer",
-                          "attention_head", "sample", "temperature", "top_k", "top_p", "seed"} -> {"translations": [...], "model": {...}, "time_ms"}
+                          "attention_head", "sample", "temperature", "top_k", "top_p", "seed",
+                          "constraints"} -> {"translations": [...], "model": {...}, "time_ms"}
     GET  /v1/health      liveness, queue length, counters
     GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits,
                          an example sentence from the run's own data
@@ -23,7 +24,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -93,6 +94,13 @@ class TranslateRequest(BaseModel):
         None, gt=0, le=1, description="sampling: draw from the nucleus of mass P"
     )
     seed: Optional[int] = Field(None, description="sampling seed (default: decode.seed)")
+    # Checked by `Translator.encode_constraints`, so each error names the text's index.
+    constraints: Optional[list[Any]] = Field(
+        None,
+        description="lexical constraints, one entry per text: a list of phrases its "
+        'translation must contain, or {"include": [...], "exclude": [...]}, or null/[] for '
+        "none (beam search only)",
+    )
 
 
 class NBestOut(BaseModel):
@@ -107,6 +115,9 @@ class TranslationOut(BaseModel):
     tgt_pieces: list[str]
     alignment: Optional[list[list[float]]]
     warnings: list[str]
+    unmet: Optional[int] = Field(
+        None, description="constraint phrases the translation misses (null: none were given)"
+    )
 
 
 class ModelOut(BaseModel):
@@ -198,8 +209,10 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[list[str], Options]:
-    """Bytes -> (texts, options), or the ApiError that names what is wrong."""
+def parse_request(
+    raw: bytes, translator: Translator, limits: Limits
+) -> tuple[list[str], Options, Optional[list]]:
+    """Bytes -> (texts, options, constraints), or the ApiError that names what is wrong."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -236,10 +249,18 @@ def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[l
             t.encode("utf-8")
         except UnicodeEncodeError:
             raise ApiError(422, f"text.{i}: not valid Unicode (a lone surrogate escape)") from None
-    info = translator.info
-    beam = info.default_beam if req.beam is None else req.beam
+    beam = translator.info.default_beam if req.beam is None else req.beam
     _check_beam(beam, req, limits)
-    layers, heads = info.attention_layers, info.attention_heads
+    _check_view(req, translator)
+    options = Options(
+        beam, req.nbest, req.alignment, req.attention_layer, req.attention_head, _sampling(req)
+    )
+    return req.text, options, _constraints(req, translator)
+
+
+def _check_view(req: TranslateRequest, translator: Translator) -> None:
+    """The attention layer and head exist in this model."""
+    layers, heads = translator.info.attention_layers, translator.info.attention_heads
     if not -layers <= req.attention_layer < layers:
         raise ApiError(
             422,
@@ -252,9 +273,20 @@ def parse_request(raw: bytes, translator: Translator, limits: Limits) -> tuple[l
             f"attention_head: expected 0..{heads - 1} or null for the mean (the "
             f"model has {heads} head(s)), got {req.attention_head}",
         )
-    return req.text, Options(
-        beam, req.nbest, req.alignment, req.attention_layer, req.attention_head, _sampling(req)
-    )
+
+
+def _constraints(req: TranslateRequest, translator: Translator) -> Optional[list]:
+    """The request's constraints, checked in full now, so a bad one is a 422 naming
+    `constraints.INDEX`, not a failed batch (the batcher's translate encodes them again)."""
+    if req.constraints is None:
+        return None
+    try:
+        translator.encode_constraints(
+            req.text, req.constraints, _sampling(req), where="constraints.{}"
+        )
+    except NmtError as e:
+        raise ApiError(422, str(e)) from None
+    return req.constraints
 
 
 def _check_beam(beam: int, req: TranslateRequest, limits: Limits) -> None:
@@ -373,11 +405,11 @@ def _add_translate_route(
     )
     async def translate(request: Request):
         start = time.perf_counter()
-        texts, options = parse_request(
+        texts, options, constraints = parse_request(
             await _read_body(request, limits.max_bytes), translator, limits
         )
         try:
-            future = batcher.submit(texts, options)
+            future = batcher.submit(texts, options, constraints)
         except QueueFull as e:
             raise ApiError(503, str(e), {"Retry-After": str(e.retry_after)}) from None
         try:

@@ -53,6 +53,7 @@ class Job:
     texts: list[str]
     lengths: list[int]  # source tokens per text (with EOS, after truncation)
     options: Options
+    constraints: Optional[list] = None  # per text, as `Translator.translate` takes them
     future: Future = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
 
@@ -120,9 +121,12 @@ class Batcher:
             self._drop_cancelled()
             return len(self._queue)
 
-    def submit(self, texts: list[str], options: Options) -> Future:
-        """Queue a request; its future resolves to one TranslationResult per text."""
-        job = Job(texts, self.translator.source_lengths(texts), options)
+    def submit(
+        self, texts: list[str], options: Options, constraints: Optional[list] = None
+    ) -> Future:
+        """Queue a request (with its texts' lexical constraints, if any: they do not keep it
+        from sharing a batch); its future resolves to one TranslationResult per text."""
+        job = Job(texts, self.translator.source_lengths(texts), options, constraints)
         with self._cv:
             self._drop_cancelled()  # given up by their callers: no room taken
             if len(self._queue) >= self.queue_size:
@@ -223,6 +227,9 @@ class Batcher:
         """(job, succeeded, results or exception) for each job."""
         o = jobs[0].options
         texts = [t for j in jobs for t in j.texts]
+        constraints = None  # texts without any are decoded as if no request had them
+        if any(j.constraints is not None for j in jobs):
+            constraints = [c for j in jobs for c in (j.constraints or [None] * len(j.texts))]
         start = time.monotonic()
         try:
             results = self.translator.translate(
@@ -234,6 +241,7 @@ class Batcher:
                 attention_head=o.attention_head,
                 batch_tokens=self.max_batch_tokens or None,
                 sampling=o.sampling,
+                constraints=constraints,
             )
         except Exception as e:  # noqa: BLE001 -- the worker must outlive any one request
             if len(jobs) > 1:  # find the culprit; the others still succeed

@@ -3,7 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 let model = null;          // GET /v1/model
-let results = [];          // [{source, translation}] of the last request
+let results = [];          // [{source, translation, constraints}] of the last request
 let selected = -1;
 
 function option(select, value, label, chosen) {
@@ -60,8 +60,11 @@ async function translate() {
   $("status").className = "muted";
   $("status").textContent = "translating…";
   try {
-    const data = await post(texts, {});
-    results = texts.map((s, i) => ({ source: s, translation: data.translations[i] }));
+    const constraints = constraintsFor(texts, $("constraints").value);  // constraints.js
+    const data = await post(texts, constraints ? { constraints } : {});
+    results = texts.map((s, i) => ({
+      source: s, translation: data.translations[i], constraints: constraints && constraints[i],
+    }));
     $("status").textContent = `${texts.length} sentence(s) in ${Math.round(data.time_ms)} ms`;
     renderList();
     select(0);
@@ -154,7 +157,8 @@ function renderHeatmap(t) {
 async function changeView() {  // same sentence, another layer/head: ask again for it alone
   if (selected < 0) return;
   try {
-    const data = await post([results[selected].source], {});
+    const r = results[selected];
+    const data = await post([r.source], r.constraints ? { constraints: [r.constraints] } : {});
     results[selected].translation = data.translations[0];
     renderHeatmap(data.translations[0]);
   } catch (e) {
@@ -170,5 +174,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("source").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translate();
   });
+  $("constraints").addEventListener("keydown", (e) => { if (e.key === "Enter") translate(); });
   loadModel().catch((e) => { $("model-info").textContent = `cannot load the model: ${e.message}`; });
 });

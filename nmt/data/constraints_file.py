@@ -1,0 +1,225 @@
+"""Lexical constraints as users write them: a file with one line per input line, the API's and the
+server's per-text values, their encoding into target ids, and phrases drawn from references.
+
+A file line is either empty (no constraints), TAB-separated phrases that must appear in that
+line's translation, or, when it starts with `{`, a JSON object
+`{"include": [...], "exclude": [...]}` whose `exclude` phrases must not appear. A phrase is text,
+encoded with the target subword model as a sentence of its own: that gives its words their
+word-initial pieces (sentencepiece's `▁`), the form a word takes inside a sentence, since
+sentencepiece never joins pieces across whitespace. Every check runs before anything is decoded,
+and each error names where (FILE line N, or the request's field and index).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from nmt.data.corpus import read_lines
+from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from nmt.errors import NmtError
+
+FORMAT = 'TAB-separated phrases, or a JSON object {"include": [...], "exclude": [...]}'
+KEYS = ("include", "exclude")
+
+
+@dataclass(frozen=True)
+class LineConstraints:
+    """One text's phrases: `include` must appear in its translation, `exclude` must not."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.include or self.exclude)
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def parse_line(line: str, where: str) -> LineConstraints:
+    """One file line: empty (none), TAB-separated phrases, or a JSON object."""
+    if line.lstrip().startswith("{"):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise NmtError(
+                f"{where}: invalid JSON ({e.msg} at column {e.colno}); a line starting with "
+                f'{{ is an object {{"include": [...], "exclude": [...]}}'
+            ) from None
+        return from_value(value, where)
+    if not line.strip() and "\t" not in line:
+        return LineConstraints()
+    phrases = line.split("\t")
+    for n, p in enumerate(phrases, 1):
+        if not p.strip():
+            raise NmtError(
+                f"{where}: phrase {n} of {len(phrases)} is empty (two TABs in a row, or a TAB "
+                f"at the start or end); expected phrases separated by single TABs"
+            )
+    return LineConstraints(tuple(p.strip() for p in phrases))
+
+
+def read_constraints(path: str, n_lines: int) -> list[LineConstraints]:
+    """The constraints of `n_lines` input lines from `path`, one line each, all checked."""
+    lines = read_lines(path)
+    if len(lines) != n_lines:
+        at = min(len(lines), n_lines) + 1
+        what = (
+            f"the file ends here but the input has {n_lines} lines"
+            if len(lines) < n_lines
+            else f"the input has only {n_lines} lines"
+        )
+        raise NmtError(
+            f"{path} line {at}: {what}; expected one constraints line per input line "
+            f"(an empty line for none)"
+        )
+    return [parse_line(line, f"{path} line {i}") for i, line in enumerate(lines, 1)]
+
+
+def from_value(value: Any, where: str) -> LineConstraints:
+    """The API's and the server's form of one text's constraints: None, a list of phrases that
+    must appear, or {"include": [...], "exclude": [...]}."""
+    if value is None:
+        return LineConstraints()
+    if isinstance(value, dict):
+        unknown = [k for k in value if k not in KEYS]
+        if unknown:
+            raise NmtError(
+                f"{where}: unknown key {unknown[0]!r}; expected 'include' and/or 'exclude'"
+            )
+        return LineConstraints(*(_phrases(value.get(k, []), where, f"'{k}': ") for k in KEYS))
+    if isinstance(value, (list, tuple)):
+        return LineConstraints(_phrases(value, where))
+    got = json.dumps(value, ensure_ascii=False)[:40] if isinstance(value, str) else ""
+    raise NmtError(
+        f"{where}: expected a list of phrases or an object "
+        f'{{"include": [...], "exclude": [...]}}, got {type(value).__name__} {got}'.rstrip()
+    )
+
+
+def _phrases(value: Any, where: str, kind: str = "") -> tuple[str, ...]:
+    """Checked phrases of a list; `kind` ("'include': ") names the list in errors."""
+    if not isinstance(value, (list, tuple)):
+        raise NmtError(f"{where}: {kind}expected a list of phrases, got {type(value).__name__}")
+    for n, p in enumerate(value, 1):
+        if not isinstance(p, str) or not p.strip():
+            got = "empty text" if isinstance(p, str) else type(p).__name__
+            raise NmtError(f"{where}: {kind}phrase {n}: expected non-empty text, got {got}")
+    return tuple(p.strip() for p in value)
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def encode_line(
+    tok: Tokenizer, c: LineConstraints, limit: int, where: str
+) -> tuple[list[list[int]], list[list[int]]]:
+    """One line's phrases as target ids (positive, negative), refused where no search could use
+    them: unknown pieces only, a phrase that must appear but is longer than the line's length
+    limit, or a forbidden phrase inside one that must appear."""
+    out: tuple[list[list[int]], list[list[int]]] = ([], [])
+    for kind, phrases, ids in zip(KEYS, (c.include, c.exclude), out):
+        # The target model itself, as encode_tgt runs it but for any decoder prefix (a language
+        # tag): a phrase is bare pieces, without BOS or EOS.
+        texts = [p.lower() for p in phrases] if tok.lowercase else list(phrases)
+        for text, p in zip(phrases, tok.tgt.encode(texts) if texts else []):
+            p = [i for i in p if i not in (PAD, BOS, EOS)]
+            if not p or all(i == UNK for i in p):
+                what = "unknown pieces only (<unk>)" if p else "no pieces at all"
+                raise NmtError(
+                    f"{where}: phrase {text!r} encodes to {what}; the target vocabulary "
+                    f"cannot spell it"
+                )
+            if kind == "include" and len(p) > limit:
+                raise NmtError(
+                    f"{where}: phrase {text!r} is {len(p)} target tokens, longer than the "
+                    f"line's length limit of {limit} (decode.max_len_a * source tokens + "
+                    f"decode.max_len_b)"
+                )
+            ids.append(p)
+    for n, text in zip(out[1], c.exclude):
+        for p, inside in zip(out[0], c.include):
+            if any(p[j : j + len(n)] == n for j in range(len(p) - len(n) + 1)):
+                raise NmtError(
+                    f"{where}: excluded phrase {text!r} is part of included phrase "
+                    f"{inside!r}; the two can never both hold"
+                )
+    return out
+
+
+# ---------------------------------------------------------------------------- results
+
+
+def missed_message(missed: int, given: int) -> str:
+    """The warning for a translation that misses constraint phrases."""
+    return (
+        f"{missed} of {given} constraint phrase(s) missing from the translation: the length "
+        f"limit (decode.max_len_a * source tokens + decode.max_len_b) left no room for them"
+    )
+
+
+def constraints_record(given: list[int], unmet: list[Optional[int]]) -> dict:
+    """How the phrases that must appear fared, over the lines that had any: `given[i]` phrases
+    on line i, `unmet[i]` of them missed by its translation."""
+    lines = [(g, u or 0) for g, u in zip(given, unmet) if g]
+    phrases = sum(g for g, _ in lines)
+    all_met = sum(1 for _, u in lines if u == 0)
+    return {
+        "lines": len(lines),
+        "phrases": phrases,
+        "met": phrases - sum(u for _, u in lines),
+        "lines_all_met": all_met,
+        "share_met": round(all_met / len(lines), 4) if lines else None,
+    }
+
+
+def describe_record(r: dict) -> str:
+    """`constraints_record` as `nmt evaluate` prints it."""
+    if not r["lines"]:
+        return "constraints: no line had a phrase that must appear"
+    return (
+        f"constraints: {r['met']} of {r['phrases']} phrases met; {r['lines_all_met']} of "
+        f"{r['lines']} constrained lines have all of theirs ({100 * r['share_met']:.1f}%)"
+    )
+
+
+# ---------------------------------------------------------------------------- drawing
+
+
+def draw_constraints(
+    refs: list[str],
+    seed: int,
+    phrases: tuple[int, int] = (1, 3),
+    words: tuple[int, int] = (1, 3),
+) -> list[list[str]]:
+    """Per reference, between phrases[0] and phrases[1] phrases of words[0] to words[1]
+    consecutive words, not overlapping, in sentence order; a line too short for them gets
+    fewer. Line i's draw depends only on the seed, i and the line, so the same file and seed
+    always give the same phrases."""
+    (lo_p, hi_p), (lo_w, hi_w) = phrases, words
+    if not 0 <= lo_p <= hi_p or not 1 <= lo_w <= hi_w:
+        raise NmtError(
+            f"expected 0 <= --min-phrases <= --max-phrases and 1 <= --min-words <= "
+            f"--max-words, got phrases {lo_p}..{hi_p}, words {lo_w}..{hi_w}"
+        )
+    out = []
+    for i, ref in enumerate(refs):
+        rng = random.Random(f"nmt-constraints:{seed}:{i}")  # str seeds hash the same everywhere
+        tokens, spans = ref.split(), []
+        for _ in range(rng.randint(lo_p, hi_p)):
+            for n in range(rng.randint(lo_w, hi_w), lo_w - 1, -1):  # shorter where none fits
+                free = [
+                    s
+                    for s in range(len(tokens) - n + 1)
+                    if all(s + n <= a or s >= b for a, b in spans)
+                ]
+                if free:
+                    s = rng.choice(free)
+                    spans.append((s, s + n))
+                    break
+        out.append([" ".join(tokens[a:b]) for a, b in sorted(spans)])
+    return out
