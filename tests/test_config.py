@@ -344,6 +344,32 @@ def test_the_news_study_has_three_architectures_on_step_budgets_and_a_held_out_s
     )
 
 
+def test_the_europarl_study_asks_bahdanaus_question_on_step_budgets(tmp_path):
+    from nmt.study import load_study, model_configs
+
+    path = REPO / "configs" / "study" / "europarl.yaml"
+    study = load_study(path)
+    configs = model_configs(study, str(path), tmp_path)
+    assert {n: c.model.arch for n, c in configs.items()} == {
+        "transformer": "transformer",
+        "rnnsearch": "rnnsearch",
+        "seq2seq": "seq2seq",
+        "seq2seq_reversed": "seq2seq",
+    }
+    # the fixed vector with and without Sutskever's reversal, nothing else apart
+    plain, reversed_ = configs["seq2seq"], configs["seq2seq_reversed"]
+    assert not plain.model.reverse_source and reversed_.model.reverse_source
+    assert dataclasses.replace(reversed_.model, reverse_source=False) == plain.model
+    # the same data, subwords and decoding for every model; budgets in steps
+    assert len({(repr(c.data), repr(c.vocab), repr(c.decode)) for c in configs.values()}) == 1
+    assert all(c.train.max_steps > 0 for c in configs.values())
+    assert configs["rnnsearch"].train.max_steps == plain.train.max_steps
+    data = plain.data
+    assert (data.src_lang, data.tgt_lang, data.splits["test"]) == ("it", "en", "test")
+    assert study["evaluate"] == {"split": "test", "beam": [1, 5]}
+    assert plain.eval.buckets == [10, 20, 30, 40, 50, 60]
+
+
 def test_some_configs_are_shipped():
     assert any("toy" in p.parts for p in SHIPPED)
 
