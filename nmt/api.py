@@ -6,6 +6,7 @@
     r.text, r.nbest, r.src_pieces, r.tgt_pieces, r.alignment, r.warnings
     t.translate("Ein Hund rennt.")                           # one string in, one string out
     t.translate("Ein Hund rennt.", constraints=["dog"])      # phrases the translation must hold
+    t.translate("Ein Hund rennt.", tgt_lang="fr")            # a multilingual model: required
 
 Built on `nmt.inference.load_for_decoding` and `nmt.translate.translate_texts`, the code `nmt
 translate` runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
@@ -21,7 +22,8 @@ from typing import Any, Iterator, Optional, Sequence, overload
 
 from nmt.config.load import with_decode_options
 from nmt.data.constraints_file import from_value, missed_message
-from nmt.data.tokenizer import EOS
+from nmt.data.directions import check_target, source_languages, target_languages, target_tokenizer
+from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
 from nmt.inference import Loaded, check_nbest, load_for_decoding
 from nmt.run_dir import RunDir
@@ -105,6 +107,10 @@ class ModelInfo:
     attention_heads: int
     max_input_tokens: int
     default_beam: int
+    # what `tgt_lang` accepts: a multilingual model's target languages (required), else its own
+    target_languages: list[str]
+    source_languages: list[str]  # the languages it was trained to read
+    multilingual: bool  # trained on several directions (data.directions): tgt_lang is required
 
 
 class Translator:
@@ -133,6 +139,9 @@ class Translator:
             attention_heads=heads,
             max_input_tokens=self.cfg.decode.max_input_tokens,
             default_beam=self.cfg.decode.beam,
+            target_languages=target_languages(self.cfg.data),
+            source_languages=source_languages(self.cfg.data),
+            multilingual=bool(self.cfg.data.directions),
         )
 
     @classmethod
@@ -151,10 +160,17 @@ class Translator:
         quantization of the linear layers (CPU only, fp32 activations)."""
         return cls(load_for_decoding(run_or_checkpoint, device, precision, int8))
 
-    def source_lengths(self, texts: list[str]) -> list[int]:
+    def tokenizer(self, tgt_lang: Optional[str] = None) -> Tokenizer:
+        """The tokenizer that translates into `tgt_lang`: a multilingual model's view for that
+        language (`tgt_lang` required: an error names the choices), else the model's own (which
+        takes its own target language or None)."""
+        tgt = check_target(self.cfg.data, tgt_lang, "tgt_lang")
+        return target_tokenizer(self.cfg.data, self.tok, tgt)
+
+    def source_lengths(self, texts: list[str], tgt_lang: Optional[str] = None) -> list[int]:
         """Subword tokens (with EOS) each text costs a decoding batch, after truncation."""
         cap = self.cfg.decode.max_input_tokens + 1
-        return [min(len(ids), cap) for ids in self.tok.encode_src(texts)]
+        return [min(len(ids), cap) for ids in self.tokenizer(tgt_lang).encode_src(texts)]
 
     @overload
     def translate(
@@ -168,6 +184,7 @@ class Translator:
         batch_tokens: Optional[int] = None,
         sampling: Optional[Sampling] = None,
         constraints: Optional[list[str] | dict] = None,
+        tgt_lang: Optional[str] = None,
     ) -> TranslationResult: ...
 
     @overload
@@ -182,6 +199,7 @@ class Translator:
         batch_tokens: Optional[int] = None,
         sampling: Optional[Sampling] = None,
         constraints: Optional[Sequence[Optional[list[str] | dict]]] = None,
+        tgt_lang: Optional[str] = None,
     ) -> list[TranslationResult]: ...
 
     def translate(
@@ -195,6 +213,7 @@ class Translator:
         batch_tokens: Optional[int] = None,
         sampling: Optional[Sampling] = None,
         constraints: Any = None,
+        tgt_lang: Optional[str] = None,
     ) -> TranslationResult | list[TranslationResult]:
         """One result per text, in order (blank texts give empty results); a single string
         gives its one result itself, a string, not a list (a string is not taken as a list of
@@ -207,31 +226,27 @@ class Translator:
         `constraints`: per text, a list of phrases its translation must contain, or {"include":
         [...], "exclude": [...]} (exclude: phrases it must not contain), or None; with a single
         string, that one text's list or dict. Each result's `unmet` counts the phrases it misses
-        (only where the length limit left no room, with a warning), None without constraints."""
+        (only where the length limit left no room, with a warning), None without constraints.
+
+        `tgt_lang`: the language to translate into, required for a multilingual model (one of
+        `info.target_languages`); a one-direction model takes its own or None."""
         if isinstance(texts, str):
-            (one,) = self.translate(
-                [texts],
-                beam,
-                nbest,
-                alignment,
-                attention_layer,
-                attention_head,
-                batch_tokens,
-                sampling,
-                None if constraints is None else [constraints],
-            )
-            return one
+            args = (beam, nbest, alignment, attention_layer, attention_head, batch_tokens, sampling)
+            return self.translate(
+                [texts], *args, None if constraints is None else [constraints], tgt_lang
+            )[0]
         texts = list(texts)
+        tok = self.tokenizer(tgt_lang)
         beam = self.cfg.decode.beam if beam is None else beam
         check_nbest(beam, nbest, sampling is not None)
         dcfg = self._decode_config(batch_tokens, sampling)
-        pos, neg = self.encode_constraints(texts, constraints, sampling)
-        warnings = self._warnings(texts)
+        pos, neg = self.encode_constraints(texts, constraints, sampling, tgt_lang=tgt_lang)
+        warnings = self._warnings(texts, tok)
         with self._attention_view(attention_layer, attention_head, alignment):
             with self.loaded.autocast():
                 out = translate_texts(
                     self.model,
-                    self.tok,
+                    tok,
                     texts,
                     dcfg,
                     beam=beam,
@@ -251,9 +266,11 @@ class Translator:
         constraints: Any,
         sampling: Optional[Sampling] = None,
         where: str = "constraints[{}]",
+        tgt_lang: Optional[str] = None,
     ) -> tuple[Optional[Phrases], Optional[Phrases]]:
         """Per-text constraints (see `translate`) as target ids, all checked before decoding;
-        (None, None) without any. Errors name the text as `where` formats its index."""
+        (None, None) without any. Errors name the text as `where` formats its index; length
+        limits count what the model reads into `tgt_lang` (a source-mode tag included)."""
         if constraints is None:
             return None, None
         if isinstance(constraints, (str, dict)) or not isinstance(constraints, Sequence):
@@ -271,7 +288,8 @@ class Translator:
         specs = [from_value(c, where.format(i)) for i, c in enumerate(constraints)]
         if all(c.empty for c in specs):
             return None, None
-        return encode_constraints(self.tok, texts, specs, self.cfg.decode, where.format)
+        tok = self.tokenizer(tgt_lang)
+        return encode_constraints(tok, texts, specs, self.cfg.decode, where.format)
 
     def _result(self, t, warnings: list[str], given: int, alignment: bool) -> TranslationResult:
         tokens = [] if t.hyp is None else t.hyp.tokens
@@ -299,9 +317,9 @@ class Translator:
             return self.cfg.decode
         return with_decode_options(replace(self.cfg), options, "the request").decode
 
-    def _warnings(self, texts: list[str]) -> list[list[str]]:
-        """Per text, its truncation and unknown-word warnings."""
-        pairs = zip(self._truncation_warnings(texts), self._unknown_warnings(texts))
+    def _warnings(self, texts: list[str], tok: Tokenizer) -> list[list[str]]:
+        """Per text, its truncation (counted as `tok` encodes it) and unknown-word warnings."""
+        pairs = zip(self._truncation_warnings(texts, tok), self._unknown_warnings(texts))
         return [t + u for t, u in pairs]
 
     def _unknown_warnings(self, texts: list[str]) -> list[list[str]]:
@@ -310,13 +328,13 @@ class Translator:
             for text, words in zip(texts, unknown_words(self.tok, texts))
         ]
 
-    def _truncation_warnings(self, texts: list[str]) -> list[list[str]]:
+    def _truncation_warnings(self, texts: list[str], tok: Tokenizer) -> list[list[str]]:
         cap = self.cfg.decode.max_input_tokens
         return [
             [f"input has {len(ids) - 1} subword tokens; truncated to the first {cap}"]
             if len(ids) - 1 > cap
             else []
-            for ids in self.tok.encode_src(texts)
+            for ids in tok.encode_src(texts)
         ]
 
     @contextmanager

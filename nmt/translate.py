@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -34,6 +34,7 @@ class Translation:
     scores: list[float]  # their length-normalised scores
     hyp: Optional[Hypothesis]  # best hypothesis (ids, attention); None for empty input
     src_pieces: list[str]  # source subword pieces (with </s>) the model saw
+    pivot: Optional[str] = None  # through a pivot: the text the last pass translated
 
 
 def encode_inputs(
@@ -70,7 +71,10 @@ def translate_texts(
 
     `prefixes[i]` (target text) starts line i's translation; blank prefixes force nothing.
     `positive[i]`/`negative[i]` (target ids, from `encode_constraints`) must / must not appear
-    in it; lines with neither are decoded apart, exactly as without constraints."""
+    in it; lines with neither are decoded apart, exactly as without constraints. A target-mode
+    direction view (`Tokenizer.for_direction`) forces its tag: blank prefixes where none given."""
+    if prefixes is None and tok.direction is not None and tok.direction[1] == "target":
+        prefixes = [""] * len(texts)
     ids = encode_inputs(tok, texts, cfg.max_input_tokens, where)
     live = [i for i, t in enumerate(texts) if t.strip()]
     k = nbest or 1  # blank inputs still give k (empty) hypotheses, like every other line
@@ -94,6 +98,30 @@ def translate_texts(
             out[i] = Translation(
                 texts_i[0], texts_i, [h.norm_score for h in hs], hs[0], tok.src_pieces(ids[i])
             )
+    return out
+
+
+def translate_through(
+    model: NMTModel,
+    passes: list[Tokenizer],
+    texts: list[str],
+    cfg: DecodeConfig,
+    where: str = "input",
+    **options: Any,
+) -> list[Translation]:
+    """`translate_texts` once per tokenizer of `passes` (`nmt.data.directions.route`): through
+    a pivot, src -> pivot -> tgt with the same model, each pass reading the one before. The
+    earlier passes keep the same beam, device and progress but only their best hypothesis;
+    every other option (nbest, prefixes, constraints, attention) is the last pass's."""
+    first = {k: v for k, v in options.items() if k in ("beam", "device", "progress")}
+    via: Optional[list[str]] = None
+    for tok in passes[:-1]:
+        mid = translate_texts(model, tok, texts, cfg, nbest=1, where=where, **first)
+        via = texts = [t.text for t in mid]
+        where = f"{where} (pivot text)"
+    out = translate_texts(model, passes[-1], texts, cfg, where=where, **options)
+    for t, text in zip(out, via or []):
+        t.pivot = text
     return out
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt.cli.options import count, decode_args, decode_overrides, ints, metrics
+from nmt.cli.options import count, decode_args, decode_overrides, ints, metrics, pivot_arg
+from nmt.errors import NmtError
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -42,6 +43,14 @@ def register(sub: "argparse._SubParsersAction") -> None:
         type=ints,
         help="bucket upper bounds in source words, e.g. 10,20,30,40,50 (default: eval.buckets)",
     )
+    e.add_argument(
+        "--direction",
+        metavar="SRC-TGT",
+        help="a multilingual model: score this direction (trained, or zero-shot: any language it "
+        "reads into any it writes), reading SPLIT.SRC and SPLIT.TGT; without it, every trained "
+        "direction of the split, with a table of them all (RUN/eval_SPLIT_beamK_directions.md)",
+    )
+    pivot_arg(e)
     _report_args(e)
     decode_args(e)
     e.set_defaults(func=run)
@@ -101,13 +110,16 @@ def _report_args(e: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from nmt.jobs.evaluate import EvalOptions, evaluate
+    from nmt.jobs.evaluate import EvalOptions
+    from nmt.jobs.evaluate_directions import evaluate_run
     from nmt.logs import setup_logging
-    from nmt.report import format_scores
 
     setup_logging()
     if not (a.src or a.ref):
         _refuse_an_import_without_data(a.checkpoint[0])
+        cfg = _saved_config(a.checkpoint[0])
+        if a.compare and not a.direction and cfg is not None and cfg.data.directions:
+            raise NmtError("--compare draws one report: give --direction SRC-TGT")
     opts = EvalOptions(
         split=a.split,
         src_file=a.src,
@@ -127,14 +139,40 @@ def run(a: argparse.Namespace) -> int:
         comet_model=a.comet_model,
         verbose=a.verbose,
         constraints_file=a.constraints,
+        direction=a.direction,
+        pivot=a.pivot,
     )
-    scores, report = evaluate(a.checkpoint, opts)
+    done = evaluate_run(a.checkpoint, opts)
+    if done.summary is not None:
+        print(f"checkpoint: {done.meta['path']} (step {done.meta['step']})")
+        print(done.table, end="")
+        print("".join(f"report: {report}\n" for _, report in done.reports), end="")
+        print(f"table: {done.summary} (and .json)")
+        return 0
+    _print_report(a, *done.reports[0])
+    return 0
+
+
+def _print_report(a: argparse.Namespace, scores: dict, report) -> None:
+    """One report's scores, constraints and off-target rate, and a comparison if asked."""
+    from nmt.report import format_scores
+
     print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
+    if "direction" in scores:
+        d = scores["direction"]
+        how = ("trained" if d["trained"] else "zero-shot") + (
+            f", through {d['pivot']} (two passes of the model)" if d["pivot"] else ""
+        )
+        print(f"direction: {d['name']} ({how})")
     print(format_scores(scores))
     if "constraints" in scores:
         from nmt.data.constraints_file import describe_record
 
         print(describe_record(scores["constraints"]))
+    if "off_target" in scores:
+        from nmt.data.language_id import describe_off_target
+
+        print(describe_off_target(scores["off_target"]))
     print(f"report: {report}")
     if a.compare:
         from nmt.compare import compare_reports
@@ -142,7 +180,17 @@ def run(a: argparse.Namespace) -> int:
         table = compare_reports([str(report), *a.compare], report / "compare")
         print(table)
         print(f"comparison: {report / 'compare'}")
-    return 0
+
+
+def _saved_config(target: str):
+    """The config saved with the run of `target` (None where there is none to read)."""
+    from nmt.checkpoint import resolve
+    from nmt.run_dir import RunDir
+
+    try:
+        return RunDir.of_checkpoint(resolve(target)).saved_config()
+    except NmtError:
+        return None  # evaluate names the problem
 
 
 def _refuse_an_import_without_data(target: str) -> None:
@@ -152,17 +200,11 @@ def _refuse_an_import_without_data(target: str) -> None:
     from pathlib import Path
 
     from nmt.checkpoint import imported_from, resolve
-    from nmt.errors import NmtError
-    from nmt.run_dir import RunDir
 
-    try:
-        path = resolve(target)
-        cfg = RunDir.of_checkpoint(path).saved_config()
-    except NmtError:
-        return  # evaluate names the problem
+    cfg = _saved_config(target)
     if cfg is None or cfg.data.source != "local" or Path(cfg.data.path).is_dir():
         return
-    origin = imported_from(path)
+    origin = imported_from(resolve(target))
     if origin is not None:
         raise NmtError(
             f"{target} is a model imported from {origin} and has no data of its own "

@@ -35,9 +35,6 @@ def int_at_least(lo: int) -> Callable[[str], int]:
 positive, count = int_at_least(1), int_at_least(0)
 
 
-positive, count = int_at_least(1), int_at_least(0)
-
-
 def metrics(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
     known = typing.get_args(Metric)
@@ -76,6 +73,33 @@ def decode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=count, metavar="K", help="draw from the K likeliest tokens")
     g.add_argument("--top-p", type=float, metavar="P", help="draw from the nucleus of mass P")
     g.add_argument("--seed", type=int, help="sampling seed (default: decode.seed)")
+
+
+def language_args(p: argparse.ArgumentParser) -> None:
+    """`nmt translate`'s languages, for a model of several directions (data.directions)."""
+    g = p.add_argument_group("languages (a multilingual model)")
+    g.add_argument(
+        "--tgt-lang",
+        metavar="LANG",
+        help="the language to translate into: required for a multilingual model (one of its "
+        "target languages); a one-direction model takes only its own",
+    )
+    g.add_argument(
+        "--src-lang",
+        metavar="LANG",
+        help="the input's language, checked against the languages the model reads (the model "
+        "needs only the target's tag)",
+    )
+    pivot_arg(g)
+
+
+def pivot_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument(
+        "--pivot",
+        metavar="LANG",
+        help="translate through this language with the same model: source -> LANG, then "
+        "LANG -> target (two passes; for directions the model was not trained on)",
+    )
 
 
 def decode_overrides(a: argparse.Namespace) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt.cli.options import decode_args, decode_overrides, positive
+from nmt.cli.options import decode_args, decode_overrides, language_args, positive
 from nmt.errors import NmtError
 
 
@@ -59,6 +59,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
         action="store_true",
         help="name the source words the vocabulary does not know, line by line",
     )
+    language_args(tr)
     decode_args(tr)
     tr.set_defaults(func=run)
 
@@ -73,9 +74,20 @@ def run(a: argparse.Namespace) -> int:
         raise NmtError(
             "--alignment needs -o FILE (alignments go to FILE.align and FILE.align.json)"
         )
+    if a.pivot and (a.alignment or a.constraints):
+        # the last pass reads the pivot text: its attention and length limits are not the input's
+        raise NmtError("--alignment and --constraints cannot be used with --pivot")
     check_output(a.output)  # before the model loads and every line is decoded
     session = open_session(
-        a.checkpoint, a.beam, a.nbest, a.device, decode_overrides(a), int8=a.int8
+        a.checkpoint,
+        a.beam,
+        a.nbest,
+        a.device,
+        decode_overrides(a),
+        int8=a.int8,
+        tgt_lang=a.tgt_lang,
+        src_lang=a.src_lang,
+        pivot=a.pivot,
     )
     if a.input is None and sys.stdin.isatty():
         if a.prefix or a.alignment or a.constraints:

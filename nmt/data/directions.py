@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from nmt.config import DataConfig
 from nmt.data import corpus
@@ -65,3 +65,103 @@ def direction_tokenizer(data: DataConfig, tok: Tokenizer, name: str) -> Tokenize
     (`Tokenizer.for_direction`; in target mode decoding must force `tok.target_prefix`)."""
     _, tgt = direction_data(data, name).language_pairs()[0]
     return tok.for_direction(tgt, data.tag) if data.directions else tok
+
+
+# ------------------------------------------------------------------ decoding: where to translate
+
+
+def source_languages(data: DataConfig) -> list[str]:
+    """The languages the model reads: every direction's source, sorted."""
+    return sorted({s for s, _ in data.language_pairs()})
+
+
+def target_languages(data: DataConfig) -> list[str]:
+    """The languages the model writes (what `tgt_lang` accepts): every direction's target."""
+    return sorted({t for _, t in data.language_pairs()})
+
+
+def check_target(data: DataConfig, tgt_lang: Optional[str], field: str = "--tgt-lang") -> str:
+    """The target language to decode into: required for a multilingual model (one line naming
+    its languages when missing or unknown); a one-direction model takes its own or none."""
+    targets = target_languages(data)
+    if not data.directions:
+        if tgt_lang is None or tgt_lang == data.tgt_lang:
+            return data.tgt_lang
+        raise NmtError(
+            f"{field} {tgt_lang}: this model translates only into {data.tgt_lang} (it was "
+            f"trained for {data.src_lang}-{data.tgt_lang})"
+        )
+    if tgt_lang is None:
+        raise NmtError(f"this model translates into {', '.join(targets)}: give {field}")
+    if tgt_lang not in targets:
+        raise NmtError(
+            f"{field} {tgt_lang}: this model translates into {', '.join(targets)}, not {tgt_lang}"
+        )
+    return tgt_lang
+
+
+def check_source(data: DataConfig, src_lang: Optional[str], field: str = "--src-lang") -> None:
+    """A source language the model was trained to read, if one is named."""
+    sources = source_languages(data)
+    if src_lang is not None and src_lang not in sources:
+        raise NmtError(f"{field} {src_lang}: this model reads {', '.join(sources)}, not {src_lang}")
+
+
+def check_direction(data: DataConfig, name: str, field: str = "--direction") -> tuple[str, str]:
+    """(source, target) of a direction to decode: a trained one or, for a multilingual model,
+    any zero-shot pair of a language it reads and one it writes."""
+    pair = name.split("-")
+    if len(pair) != 2 or not all(pair) or pair[0] == pair[1]:
+        raise NmtError(f"{field} {name}: expected SRC-TGT of two languages, e.g. de-en")
+    src, tgt = pair
+    if not data.directions and (src, tgt) != (data.src_lang, data.tgt_lang):
+        raise NmtError(
+            f"{field} {name}: this model translates {data.src_lang}-{data.tgt_lang} only"
+        )
+    sources, targets = source_languages(data), target_languages(data)
+    if src not in sources:
+        raise NmtError(f"{field} {name}: this model reads {', '.join(sources)}, not {src}")
+    if tgt not in targets:
+        raise NmtError(
+            f"{field} {name}: this model translates into {', '.join(targets)}, not {tgt}"
+        )
+    return src, tgt
+
+
+def check_pivot(data: DataConfig, pivot: str, src: Optional[str], tgt: str) -> None:
+    """A pivot language the model both writes and reads, neither end of the route."""
+    if not data.directions:
+        raise NmtError(f"--pivot {pivot}: a pivot needs a multilingual model (data.directions)")
+    check_target(data, pivot, "--pivot")
+    check_source(data, pivot, "--pivot")
+    if pivot in (src, tgt):
+        raise NmtError(f"--pivot {pivot}: the pivot must differ from the source and the target")
+
+
+def pair_data(data: DataConfig, src: str, tgt: str) -> DataConfig:
+    """The data section of any pair of the corpus's languages, trained or zero-shot
+    (`direction_data` takes trained directions only): SPLIT.src and SPLIT.tgt."""
+    return replace(data, src_lang=src, tgt_lang=tgt, directions=[])
+
+
+def target_tokenizer(data: DataConfig, tok: Tokenizer, tgt_lang: str) -> Tokenizer:
+    """The tokenizer that decodes into `tgt_lang`: `tok` for a one-direction model, else its
+    view for that language (whose target-mode tag `translate_texts` forces)."""
+    return tok.for_direction(tgt_lang, data.tag) if data.directions else tok
+
+
+def route(
+    data: DataConfig,
+    tok: Tokenizer,
+    tgt_lang: Optional[str],
+    src_lang: Optional[str] = None,
+    pivot: Optional[str] = None,
+) -> list[Tokenizer]:
+    """One tokenizer per decoding pass into `tgt_lang`: the pivot's view first with `pivot`
+    (src -> pivot -> tgt, each pass reading the one before), everything checked first."""
+    tgt = check_target(data, tgt_lang)
+    check_source(data, src_lang)
+    if pivot is None:
+        return [target_tokenizer(data, tok, tgt)]
+    check_pivot(data, pivot, src_lang, tgt)
+    return [target_tokenizer(data, tok, pivot), target_tokenizer(data, tok, tgt)]

@@ -15,6 +15,16 @@ from nmt.bootstrap import DEFAULT_SAMPLES
 from nmt.config import Config, DataConfig
 from nmt.data.constraints_file import constraints_record
 from nmt.data.corpus import load_split, read_lines
+from nmt.data.directions import (
+    check_direction,
+    check_pivot,
+    pair_data,
+    route,
+    source_languages,
+    target_languages,
+)
+from nmt.data.language_id import Identifier, default_identifier, off_target
+from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.evaluate import (
     MeanScore,
@@ -24,12 +34,12 @@ from nmt.evaluate import (
     merge_small_buckets,
     score_report,
 )
-from nmt.inference import load_for_decoding
+from nmt.inference import Loaded, load_for_decoding
 from nmt.jobs.translate import warn_missed
 from nmt.models import NMTModel
 from nmt.run_dir import RunDir
 from nmt.search.constraints import Phrases
-from nmt.translate import Translation, constraints_from_file, translate_texts
+from nmt.translate import Translation, constraints_from_file, translate_through
 from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")
@@ -59,35 +69,106 @@ class EvalOptions:
     verbose: bool = False
     data: Optional[DataConfig] = None  # score on this data's split instead of the run's own
     constraints_file: Optional[str] = None  # lexical constraints, one line per source line
+    direction: Optional[str] = None  # SRC-TGT of a multilingual model (trained or zero-shot)
+    pivot: Optional[str] = None  # translate SRC -> pivot -> TGT with the same model
+    identifier: Optional[Identifier] = None  # the off-target rate's (default: langid)
+
+
+@dataclass(frozen=True)
+class Way:
+    """The direction a multilingual model is scored in: trained or zero-shot, maybe through a
+    pivot (two passes of the same model); one tokenizer per pass."""
+
+    src: str
+    tgt: str
+    pivot: Optional[str]
+    trained: bool
+    passes: list[Tokenizer]
+
+    @property
+    def name(self) -> str:
+        return f"{self.src}-{self.tgt}"
+
+    def describe(self) -> str:
+        """How the report names it: ', a-c (zero-shot) through b' and the like."""
+        shot = "" if self.trained else " (zero-shot)"
+        return f", {self.name}{shot}" + (f" through {self.pivot}" if self.pivot else "")
+
+    def record(self) -> dict:
+        """scores.json's `direction`."""
+        return {"name": self.name, "trained": self.trained, "pivot": self.pivot}
+
+
+def _way(cfg: Config, tok: Tokenizer, o: EvalOptions) -> Optional[Way]:
+    """The direction to score in (checked before anything is read); None for a one-direction
+    model, whose --direction may only name its own."""
+    data = cfg.data
+    if not data.directions:
+        if o.direction:
+            check_direction(data, o.direction)
+        if o.pivot:
+            check_pivot(data, o.pivot, None, data.tgt_lang)
+        return None
+    if not o.direction:
+        raise NmtError(
+            f"this model translates several directions ({', '.join(data.directions)}): give "
+            f"--direction SRC-TGT"
+        )
+    src, tgt = check_direction(data, o.direction)
+    passes = route(data, tok, tgt, src, o.pivot)
+    if o.pivot and o.constraints_file:
+        raise NmtError("--constraints cannot be used with --pivot (the last pass reads the pivot)")
+    return Way(src, tgt, o.pivot, o.direction in data.directions, passes)
+
+
+def language_identifier(cfg: Config, o: EvalOptions) -> tuple[Optional[Identifier], str]:
+    """The off-target rate's identifier and its name: the one given, else langid over the
+    model's languages (or None and why not)."""
+    if o.identifier is not None:
+        f = o.identifier
+        return f, getattr(f, "name", getattr(f, "__name__", type(f).__name__))
+    data = cfg.data
+    return default_identifier(sorted(set(source_languages(data)) | set(target_languages(data))))
 
 
 def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[dict, Path]:
     """Decode a split (or --src/--ref files) with a checkpoint (several: an ensemble); write
-    hyps, scores with bootstrap intervals, and plots into the report directory."""
+    hyps, scores with bootstrap intervals, and plots into the report directory. A multilingual
+    model is scored in one direction, `o.direction` (`nmt.jobs.evaluate_directions` scores
+    every trained one)."""
+    o = o or EvalOptions()
+    return evaluate_loaded(
+        load_for_decoding(target, o.device, int8=o.int8, overrides=o.overrides), o
+    )
+
+
+def evaluate_loaded(
+    m: Loaded, o: EvalOptions, identified: Optional[tuple[Optional[Identifier], str]] = None
+) -> tuple[dict, Path]:
+    """`evaluate` with the model loaded; `identified`: the off-target rate's language
+    identifier and its name (default: `language_identifier`), loaded once for many directions."""
     from nmt.report import write_report  # matplotlib: imported only when a report is written
 
-    o = o or EvalOptions()
-    m = load_for_decoding(target, o.device, int8=o.int8, overrides=o.overrides)
-    model, tok, meta = m.model, m.tok, m.meta
+    model, meta = m.model, m.meta
     cfg = m.cfg if o.data is None else dataclasses.replace(m.cfg, data=o.data)
-    srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file)
-    warn_unknown(tok, srcs, o.src_file or f"split {name}", o.verbose)
+    way = _way(cfg, m.tok, o)
+    srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file, way)
+    passes = way.passes if way else [m.tok]
+    warn_unknown(passes[0], srcs, o.src_file or f"split {name}", o.verbose)
     o = dataclasses.replace(o, metrics=o.metrics or tuple(cfg.eval.metrics))
     bounds, merge = _buckets(cfg, o, srcs)
     pos = neg = None
     if o.constraints_file:  # read and checked in full before decoding
-        pos, neg = constraints_from_file(tok, srcs, o.constraints_file, cfg.decode)
+        pos, neg = constraints_from_file(passes[-1], srcs, o.constraints_file, cfg.decode)
     model.set_attention_view(o.attn_layer, o.attn_head)
     k = cfg.decode.beam if o.beam is None else o.beam
-    what = test_set["split"] or f"{o.src_file} / {o.ref_file}"
-    log.info(
-        f"evaluating {meta['path']} (step {meta['step']}) on {what}: {len(srcs)} "
-        f"sentences, beam {k}"
-    )
+    what = (test_set["split"] or f"{o.src_file} / {o.ref_file}") + (way.describe() if way else "")
+    at = f"{meta['path']} (step {meta['step']})"
+    log.info(f"evaluating {at} on {what}: {len(srcs)} sentences, beam {k}")
     with m.autocast():
-        out = translate_texts(
+        out = translate_through(
             model,
-            tok,
+            passes,
             srcs,
             cfg.decode,
             beam=k,
@@ -100,23 +181,21 @@ def evaluate(target: str | list[str], o: Optional[EvalOptions] = None) -> tuple[
         )
     hyps = [t.text for t in out]
     scores = _scores(srcs, hyps, refs, bounds, o, m.device)
-    scores.update(_provenance(cfg, meta, k, o.int8, test_set))
-    scores.update(merge)
+    scores.update(_provenance(cfg, meta, k, o.int8, test_set), **merge)
+    if way is not None:
+        scores["direction"] = way.record()
+        identify, what_id = identified or language_identifier(cfg, o)
+        scores["off_target"] = off_target(hyps, way.tgt, identify, what_id)
     if pos is not None:
         scores["constraints"] = _constraints_record(out, pos, neg, o.constraints_file)
-    report, model_name = _report_place(cfg, meta, name, k, o, pos is not None)
-    write_report(
-        report,
-        scores,
-        hyps,
-        srcs=srcs,
-        refs=refs,
-        name=model_name,
-        title=f"BLEU by source length: {what}, {len(srcs)} sentences",
-    )
+    report, model_name = report_place(cfg, meta, name, k, o, pos is not None, way)
+    title = f"BLEU by source length: {what}, {len(srcs)} sentences"
+    write_report(report, scores, hyps, srcs=srcs, refs=refs, name=model_name, title=title)
     if o.attention_plots:
         view = _attention_view(cfg, model, o.attn_layer, o.attn_head)
-        _attention_plots(out, srcs, tok, report, o.attention_plots, f"{model_name}, {view}")
+        read = [s if t.pivot is None else t.pivot for t, s in zip(out, srcs)]  # the last pass's
+        plots = (out, read, passes[-1], report, o.attention_plots, f"{model_name}, {view}")
+        _attention_plots(*plots)
     return scores, report
 
 
@@ -185,24 +264,38 @@ def _scores(
     return score_report(srcs, hyps, refs, bounds, o.metrics, n_samples=o.bootstrap, extra=extra)
 
 
-def _report_place(
-    cfg: Config, meta: dict, name: str, k: int, o: EvalOptions, constrained: bool
+def report_place(
+    cfg: Config,
+    meta: dict,
+    name: str,
+    k: int,
+    o: EvalOptions,
+    constrained: bool,
+    way: Optional[Way] = None,
 ) -> tuple[Path, str]:
     """The report directory (given, or RUN/eval_NAME_beamK..., with `_constrained` beside the
-    unconstrained report of the same set and beam) and the model's name in it."""
+    unconstrained report of the same set and beam, and a multilingual model's direction last:
+    `_de-fr`, `_de-fr_via_en`) and the model's name in it."""
     run = RunDir.of_checkpoint(meta["path"])
     members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
     suffix = f"{members}{'_int8' if o.int8 else ''}{'_constrained' if constrained else ''}"
+    if way is not None:
+        suffix += f"_{way.name}" + (f"_via_{way.pivot}" if way.pivot else "")
     report = Path(o.report_dir) if o.report_dir else run.report(name, k, suffix)
     ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
     extra = f"{', int8' if o.int8 else ''}{', constrained' if constrained else ''}"
+    extra += way.describe() if way else ""
     return report, (
         f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}{extra})"
     )
 
 
 def _eval_set(
-    cfg: Config, split: Optional[str], src_file: Optional[str], ref_file: Optional[str]
+    cfg: Config,
+    split: Optional[str],
+    src_file: Optional[str],
+    ref_file: Optional[str],
+    way: Optional[Way] = None,
 ) -> tuple[list[str], list[str], str, dict]:
     """Sources, references, the report's name for them and the scores' `test_set` record."""
     if src_file or ref_file:
@@ -221,8 +314,11 @@ def _eval_set(
         }
     else:
         name = split or cfg.eval.split
-        srcs, refs = load_split(cfg.data, name)
+        data = cfg.data if way is None else pair_data(cfg.data, way.src, way.tgt)
+        srcs, refs = load_split(data, name)  # a direction reads SPLIT.src and SPLIT.tgt
         test_set = {"split": name, "data": _data_name(cfg)}
+    if way is not None:
+        test_set["direction"] = way.name
     if not srcs:
         raise NmtError(f"nothing to evaluate: {test_set['split'] or src_file} is empty")
     test_set.update(
@@ -275,6 +371,7 @@ def _attention_plots(
     from nmt.pieces import display, surfaces
     from nmt.report import plot_attention
 
+    skip = len(tok.encode_src([""])[0]) - 1  # a source-mode language tag
     made = 0
     for i, t in enumerate(out):
         if made >= n:
@@ -283,7 +380,7 @@ def _attention_plots(
             continue
         text = srcs[i].lower() if tok.lowercase else srcs[i]
         pieces = t.src_pieces[:-1]  # the model's pieces (maybe truncated), then </s>
-        surf = surfaces(tok.src, text)[: len(pieces)]
+        surf = ([""] * skip + surfaces(tok.src, text))[: len(pieces)]  # a tag shows as itself
         surf = surf if len(surf) == len(pieces) else [""] * len(pieces)
         src = [s or display(p) or "\u00b7" for s, p in zip(surf, pieces)] + ["</s>"]
         tgt = [display(p) or "\u00b7" for p in tok.tgt_pieces(t.hyp.tokens)] + ["</s>"]

@@ -6,18 +6,19 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from nmt.data.constraints_file import missed_message
 from nmt.data.corpus import read_lines
+from nmt.data.directions import route
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 from nmt.inference import Loaded, check_nbest, load_for_decoding
 from nmt.search.constraints import Phrases
-from nmt.translate import Translation, constraints_from_file, score_pairs, translate_texts
+from nmt.translate import Translation, constraints_from_file, score_pairs, translate_through
 from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")
@@ -30,10 +31,18 @@ class Session:
     loaded: Loaded
     beam: int
     nbest: int
+    # one tokenizer per decoding pass (`nmt.data.directions.route`): the target language's
+    # view of a multilingual model, after the pivot's with --pivot; the model's own otherwise
+    passes: list[Tokenizer] = field(default_factory=list)
 
     @property
     def tok(self) -> Tokenizer:
-        return self.loaded.tok
+        """The tokenizer of the last pass (of the first, the source side is the same)."""
+        return self.passes[-1] if self.passes else self.loaded.tok
+
+    @property
+    def pivot(self) -> bool:
+        return len(self.passes) > 1
 
     def translate(
         self,
@@ -47,9 +56,9 @@ class Session:
     ) -> list[Translation]:
         m = self.loaded
         with m.autocast():
-            return translate_texts(
+            return translate_through(
                 m.model,
-                m.tok,
+                self.passes or [m.tok],
                 lines,
                 m.cfg.decode,
                 beam=self.beam,
@@ -77,12 +86,19 @@ def open_session(
     device: Optional[str] = None,
     overrides: Optional[dict] = None,
     int8: bool = False,
+    tgt_lang: Optional[str] = None,
+    src_lang: Optional[str] = None,
+    pivot: Optional[str] = None,
 ) -> Session:
-    """Load checkpoint(s) for `nmt translate`, with command-line decode settings checked."""
+    """Load checkpoint(s) for `nmt translate`, with command-line decode settings and the
+    languages checked (`tgt_lang` is required for a multilingual model)."""
     m = load_for_decoding(target, device, int8=int8, overrides=overrides)
     k = m.cfg.decode.beam if beam is None else beam
     check_nbest(k, nbest, m.cfg.decode.sample, "--nbest")
-    return Session(m, k, nbest)
+    passes = route(m.cfg.data, m.tok, tgt_lang, src_lang, pivot)
+    if pivot is not None:
+        log.info(f"translating {src_lang or 'the input'} -> {pivot} -> {tgt_lang}: two passes")
+    return Session(m, k, nbest, passes)
 
 
 def translate(
@@ -98,6 +114,8 @@ def translate(
 ) -> int:
     """`nmt translate` of given lines (read by the CLI from `where`): one output line per input
     line, to `output_path` or stdout. Every input file is checked before anything is decoded."""
+    if session.pivot and (alignment or constraints_path):  # the last pass reads the pivot text
+        raise NmtError("--alignment and --constraints cannot be used with --pivot")
     warn_unknown(session.tok, lines, where, verbose)
     prefixes = read_lines(prefix_path) if prefix_path else None
     if prefixes is not None and len(prefixes) != len(lines):
@@ -108,7 +126,7 @@ def translate(
     pos = neg = None
     if constraints_path:
         m = session.loaded
-        pos, neg = constraints_from_file(m.tok, lines, constraints_path, m.cfg.decode)
+        pos, neg = constraints_from_file(session.tok, lines, constraints_path, m.cfg.decode)
     out = session.translate(lines, where, progress, prefixes, alignment, pos, neg)
     if pos is not None:
         warn_missed(out, pos, constraints_path)
@@ -164,6 +182,9 @@ def _write_alignments(out: list[Translation], lines: list[str], tok, output_path
     )
     from nmt.data.tokenizer import UNK
 
+    # a multilingual model's language tag (first source token, or first target token in target
+    # mode) is no word of either sentence: its row or column is left out
+    skip, lead = len(tok.encode_src([""])[0]) - 1, len(tok.encode_tgt([""])[0])
     hard, soft = [], []
     for t, text in zip(out, lines):
         if t.hyp is None:
@@ -172,16 +193,17 @@ def _write_alignments(out: list[Translation], lines: list[str], tok, output_path
             continue
         if t.hyp.attn is None:
             raise NmtError("--alignment needs a model with attention (seq2seq has none)")
-        src = [tok.src.piece_to_id(p) for p in t.src_pieces[:-1]]
+        src = [tok.src.piece_to_id(p) for p in t.src_pieces[skip:-1]]
         src_words = text.split()
-        src_index = word_index_by_words(src, [ids[:-1] for ids in tok.encode_src(src_words)], UNK)
+        words = [ids[skip:-1] for ids in tok.encode_src(src_words)]
+        src_index = word_index_by_words(src, words, UNK)
         if src_index is None:  # e.g. truncated: index the words decoded
             src_index = word_index_by_decoding(src, tok.src.decode)
             src_words = tok.src.decode(src).split()
         a = word_attention(
-            t.hyp.attn.float().numpy(),
+            t.hyp.attn.float().numpy()[lead:, skip:],
             src_index,
-            word_index_by_decoding(t.hyp.tokens, lambda ids: tok.decode_tgt([ids])[0]),
+            word_index_by_decoding(t.hyp.tokens[lead:], lambda ids: tok.decode_tgt([ids])[0]),
         )
         if not t.text.split():  # nothing but unknown pieces came out
             a = a[:0]

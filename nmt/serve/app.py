@@ -2,105 +2,48 @@
 
     POST /v1/translate   {"text": [...], "beam", "nbest", "alignment", "attention_layer",
                           "attention_head", "sample", "temperature", "top_k", "top_p", "seed",
-                          "constraints"} -> {"translations": [...], "model": {...}, "time_ms"}
-    GET  /v1/health      liveness, queue length, counters
+                          "constraints", "tgt_lang"} -> {"translations": [...], "model": {...},
+                          "time_ms"}
+    GET  /v1/health      liveness, queue length, counters, the model's languages
     GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits,
-                         an example sentence from the run's own data
+                         languages, an example sentence from the run's own data
     GET  /               the page (static/index.html, app.js, style.css)
 
 Every error is a JSON body {"error": "..."} naming the field and what was expected: 400 for
 bodies that are not UTF-8 JSON, 413 for too many sentences or bytes, 422 for wrong types, unknown
 fields and values out of range, 503 (with Retry-After) when the queue is full, 504 past the
-timeout. The body is parsed here rather than by FastAPI so each of those messages is ours; the
-OpenAPI schema still documents it (openapi_extra).
+timeout. The body is parsed by `nmt.serve.request` rather than by FastAPI so each of those
+messages is ours; the OpenAPI schema still documents it (openapi_extra).
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
-import json
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nmt.api import Sampling, Translator
+from nmt.api import Translator
 from nmt.errors import NmtError
-from nmt.inference import check_nbest
-from nmt.serve.batcher import Batcher, Options, QueueFull
+from nmt.serve.batcher import Batcher, QueueFull
 from nmt.serve.example import example_sentence
+from nmt.serve.request import ApiError, Limits, TranslateRequest, parse_request, request_error
 
 STATIC = Path(__file__).resolve().parent / "static"
 DRAIN_BYTES = 64 * 1024 * 1024  # of an oversized body, read and dropped before the 413
 CLOSE = {"Connection": "close"}  # after a 413 the connection is not reused
 
 
-@dataclass(frozen=True)
-class Limits:
-    max_batch_tokens: int = 2000  # padded source tokens per merged batch; 0 = no merging
-    max_wait_ms: float = 10.0  # how long the oldest request waits for company
-    queue: int = 256  # requests waiting before 503
-    timeout_s: float = 60.0  # per request, queueing included, before 504
-    max_sentences: int = 64  # per request (413 beyond)
-    max_bytes: int = 256 * 1024  # request body (413 beyond)
-    max_beam: int = 16
-
-
-# ---------------------------------------------------------------------------------- schemas
-
-
-class TranslateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    text: list[str] = Field(
-        min_length=1, description="sentences to translate (blank ones give empty translations)"
-    )
-    beam: Optional[int] = Field(
-        None,
-        ge=1,
-        description="beam size, 1 = greedy (default: the "
-        "checkpoint's decode.beam; at most the server's max_beam)",
-    )
-    nbest: int = Field(1, ge=1, description="hypotheses per sentence (<= beam)")
-    alignment: bool = Field(
-        False,
-        description="return the attention matrix of the best "
-        "hypothesis (target pieces x source pieces)",
-    )
-    attention_layer: int = Field(
-        -1, description="decoder layer of the reported attention (transformer; -1 = last)"
-    )
-    attention_head: Optional[int] = Field(
-        None, description="head of the reported attention (transformer; null = mean over heads)"
-    )
-    sample: bool = Field(
-        False, description="draw tokens instead of searching (nbest = samples per sentence)"
-    )
-    temperature: Optional[float] = Field(
-        None, gt=0, description="sampling: divide log-probs by T (default: decode.temperature)"
-    )
-    top_k: Optional[int] = Field(
-        None, ge=0, description="sampling: draw from the K likeliest tokens (0 = all)"
-    )
-    top_p: Optional[float] = Field(
-        None, gt=0, le=1, description="sampling: draw from the nucleus of mass P"
-    )
-    seed: Optional[int] = Field(None, description="sampling seed (default: decode.seed)")
-    # Checked by `Translator.encode_constraints`, so each error names the text's index.
-    constraints: Optional[list[Any]] = Field(
-        None,
-        description="lexical constraints, one entry per text: a list of phrases its "
-        'translation must contain, or {"include": [...], "exclude": [...]}, or null/[] for '
-        "none (beam search only)",
-    )
+# ---------------------------------------------------------------------------------- answers
 
 
 class NBestOut(BaseModel):
@@ -132,6 +75,11 @@ class ModelOut(BaseModel):
     attention_heads: int
     max_input_tokens: int
     default_beam: int
+    target_languages: list[str] = Field(
+        description="what tgt_lang accepts: a multilingual model's target languages, else its own"
+    )
+    source_languages: list[str]
+    multilingual: bool = Field(description="several directions: every request needs tgt_lang")
     device: str
     precision: str
     limits: dict
@@ -151,40 +99,6 @@ class ErrorOut(BaseModel):
 
 
 # ---------------------------------------------------------------------------------- errors
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, headers: Optional[dict] = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers
-
-
-def _field_error(err: dict) -> str:
-    """One pydantic error as 'FIELD: what was expected'."""
-    where = ".".join(str(p) for p in err["loc"]) or "request body"
-    if err["type"] == "extra_forbidden":
-        fields = list(TranslateRequest.model_fields)
-        near = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1)
-        if near:
-            return f"{where}: unknown field (did you mean '{near[0]}'?)"
-        return f"{where}: unknown field (expected one of {', '.join(fields)})"
-    if err["type"] == "missing":
-        return f"{where}: required field missing"
-    if err["type"] == "too_short":
-        return f"{where}: expected a non-empty list of sentences, got []"
-    got = json.dumps(err.get("input"), ensure_ascii=False)
-    got = got if len(got) <= 60 else got[:57] + "..."
-    return f"{where}: {err['msg'][0].lower()}{err['msg'][1:]}, got {got}"
-
-
-def _request_error(errors: list[dict]) -> str:
-    """The first error; an unknown field before everything else, since a misspelled field (txt)
-    also makes the one it was meant as (text) look missing."""
-    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
-    if not unknown:
-        return _field_error(errors[0])
-    missing = [e for e in errors if e["type"] == "missing"]
-    return "; ".join(_field_error(e) for e in unknown[:1] + missing[:1])
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -209,101 +123,6 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def parse_request(
-    raw: bytes, translator: Translator, limits: Limits
-) -> tuple[list[str], Options, Optional[list]]:
-    """Bytes -> (texts, options, constraints), or the ApiError that names what is wrong."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ApiError(
-            400,
-            f"request body: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
-            f"offset {e.start}); send JSON encoded as UTF-8",
-        ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ApiError(
-            400,
-            f"request body: invalid JSON ({e.msg} at line {e.lineno} column "
-            f'{e.colno}); expected an object like {{"text": ["..."]}}',
-        ) from None
-    if not isinstance(data, dict):
-        raise ApiError(
-            422,
-            f'request body: expected a JSON object like {{"text": ["..."]}}, '
-            f"got {type(data).__name__}",
-        )
-    if isinstance(data.get("text"), list) and len(data["text"]) > limits.max_sentences:
-        raise ApiError(
-            413,
-            f"text: {len(data['text'])} sentences, the limit is {limits.max_sentences} per request",
-        )
-    try:
-        req = TranslateRequest.model_validate(data)
-    except ValidationError as e:
-        raise ApiError(422, _request_error(e.errors())) from None
-    for i, t in enumerate(req.text):
-        try:
-            t.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ApiError(422, f"text.{i}: not valid Unicode (a lone surrogate escape)") from None
-    beam = translator.info.default_beam if req.beam is None else req.beam
-    _check_beam(beam, req, limits)
-    _check_view(req, translator)
-    options = Options(
-        beam, req.nbest, req.alignment, req.attention_layer, req.attention_head, _sampling(req)
-    )
-    return req.text, options, _constraints(req, translator)
-
-
-def _check_view(req: TranslateRequest, translator: Translator) -> None:
-    """The attention layer and head exist in this model."""
-    layers, heads = translator.info.attention_layers, translator.info.attention_heads
-    if not -layers <= req.attention_layer < layers:
-        raise ApiError(
-            422,
-            f"attention_layer: expected -{layers}..{layers - 1} (the model has "
-            f"{layers} decoder layer(s)), got {req.attention_layer}",
-        )
-    if req.attention_head is not None and not 0 <= req.attention_head < heads:
-        raise ApiError(
-            422,
-            f"attention_head: expected 0..{heads - 1} or null for the mean (the "
-            f"model has {heads} head(s)), got {req.attention_head}",
-        )
-
-
-def _constraints(req: TranslateRequest, translator: Translator) -> Optional[list]:
-    """The request's constraints, checked in full now, so a bad one is a 422 naming
-    `constraints.INDEX`, not a failed batch (the batcher's translate encodes them again)."""
-    if req.constraints is None:
-        return None
-    try:
-        translator.encode_constraints(
-            req.text, req.constraints, _sampling(req), where="constraints.{}"
-        )
-    except NmtError as e:
-        raise ApiError(422, str(e)) from None
-    return req.constraints
-
-
-def _check_beam(beam: int, req: TranslateRequest, limits: Limits) -> None:
-    """The server's beam limit and the n-best rule every front end checks."""
-    if beam > limits.max_beam:
-        raise ApiError(422, f"beam: expected at most {limits.max_beam}, got {beam}")
-    try:
-        check_nbest(beam, req.nbest, req.sample)
-    except NmtError as e:
-        raise ApiError(422, str(e)) from None
-
-
-def _sampling(req: TranslateRequest) -> Optional[Sampling]:
-    """The request's sampling settings, or None to search."""
-    return Sampling(req.temperature, req.top_k, req.top_p, req.seed) if req.sample else None
-
-
 def _error(status: int, message: str, headers: Optional[dict] = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -315,7 +134,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
-        return _error(422, _request_error(e.errors()))
+        return _error(422, request_error(e.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:

@@ -46,6 +46,7 @@ class Options:
     attention_layer: int = -1
     attention_head: Optional[int] = None
     sampling: Optional[Sampling] = None  # draw nbest samples instead of searching
+    tgt_lang: Optional[str] = None  # a multilingual model's target language
 
 
 @dataclass
@@ -126,7 +127,8 @@ class Batcher:
     ) -> Future:
         """Queue a request (with its texts' lexical constraints, if any: they do not keep it
         from sharing a batch); its future resolves to one TranslationResult per text."""
-        job = Job(texts, self.translator.source_lengths(texts), options, constraints)
+        lengths = self.translator.source_lengths(texts, options.tgt_lang)
+        job = Job(texts, lengths, options, constraints)
         with self._cv:
             self._drop_cancelled()  # given up by their callers: no room taken
             if len(self._queue) >= self.queue_size:
@@ -242,6 +244,7 @@ class Batcher:
                 batch_tokens=self.max_batch_tokens or None,
                 sampling=o.sampling,
                 constraints=constraints,
+                tgt_lang=o.tgt_lang,
             )
         except Exception as e:  # noqa: BLE001 -- the worker must outlive any one request
             if len(jobs) > 1:  # find the culprit; the others still succeed

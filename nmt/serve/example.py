@@ -8,12 +8,16 @@ from typing import Optional
 
 from nmt.config import DataConfig
 from nmt.data import corpus
+from nmt.data.directions import direction_data
 from nmt.errors import NmtError
 
 
 def example_sentence(data: DataConfig) -> Optional[str]:
     """The sentence, or None where the split is out of reach: a hub dataset (the server starts
-    offline), local files that are not on this machine."""
+    offline), local files that are not on this machine. A multilingual model's: its first
+    direction's source sentence."""
+    if data.directions:
+        data = direction_data(data, data.directions[0])
     for role in ("test", "valid"):
         name = data.splits.get(role)
         if not name:

@@ -30,6 +30,9 @@ async function loadModel() {
   for (let b = 1; b <= model.limits.max_beam; b++)
     option($("beam"), b, b === 1 ? "1 (greedy)" : String(b), b === model.default_beam);
   fillNbest();
+  // A multilingual model needs a target language with every request; others have just theirs.
+  for (const lang of model.target_languages) option($("tgt-lang"), lang, lang, false);
+  $("tgt-lang-label").hidden = !model.multilingual;
   for (let l = 0; l < model.attention_layers; l++)
     option($("layer"), l, String(l), l === model.attention_layers - 1);
   option($("head"), "", "mean", true);
@@ -46,6 +49,7 @@ function view() {
 async function post(texts, extra) {
   const body = { text: texts, beam: Number($("beam").value), nbest: Number($("nbest").value),
                  alignment: true, ...view(), ...extra };
+  if (model.multilingual) body.tgt_lang = $("tgt-lang").value;
   const r = await fetch("/v1/translate", { method: "POST", body: JSON.stringify(body),
                                            headers: { "Content-Type": "application/json" } });
   const data = await r.json();
