@@ -97,11 +97,19 @@ class Sublayers(nn.Module):
 
 class EncoderLayer(Sublayers):
     def __init__(
-        self, d: int, heads: int, ff: int, dropout: float, pre: bool, attn_dropout: float, act: str
+        self,
+        d: int,
+        heads: int,
+        ff: int,
+        dropout: float,
+        pre: bool,
+        attn_dropout: float,
+        act: str,
+        ff_dropout: float,
     ) -> None:
         super().__init__(pre, dropout)
         self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
-        self.ff = FeedForward(d, ff, dropout, act)
+        self.ff = FeedForward(d, ff, ff_dropout, act)
         self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -112,12 +120,20 @@ class EncoderLayer(Sublayers):
 
 class DecoderLayer(Sublayers):
     def __init__(
-        self, d: int, heads: int, ff: int, dropout: float, pre: bool, attn_dropout: float, act: str
+        self,
+        d: int,
+        heads: int,
+        ff: int,
+        dropout: float,
+        pre: bool,
+        attn_dropout: float,
+        act: str,
+        ff_dropout: float,
     ) -> None:
         super().__init__(pre, dropout)
         self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
         self.cross_attn = MultiHeadAttention(d, heads, attn_dropout)
-        self.ff = FeedForward(d, ff, dropout, act)
+        self.ff = FeedForward(d, ff, ff_dropout, act)
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
@@ -248,7 +264,9 @@ class Transformer(NMTModel):
         )
         self.positions = Positions(cfg.positions, d, cfg.max_positions, cfg.sinusoid_layout)
         self.emb_scale = math.sqrt(d) if cfg.scale_embeddings else 1.0
+        ff_drop = cfg.dropout if cfg.activation_dropout is None else cfg.activation_dropout
         args = (d, cfg.heads, cfg.ff, cfg.dropout, pre, cfg.attention_dropout, cfg.activation)
+        args += (ff_drop,)
         self.encoder = nn.ModuleList(EncoderLayer(*args) for _ in range(L))
         self.decoder = nn.ModuleList(DecoderLayer(*args) for _ in range(L))
         self.enc_norm = nn.LayerNorm(d) if pre else nn.Identity()

@@ -4,7 +4,7 @@ architecture itself is `transformer.py`, beside this file)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Optional
 
 from nmt.config import ModelConfig, opt
 from nmt.errors import NmtError
@@ -18,6 +18,14 @@ class TransformerConfig(ModelConfig):
     attention_dropout: float = opt(
         0.0,
         "dropout on attention weights (0 keeps the fused attention kernel on CPU)",
+        lo=0.0,
+        hi=1.0,
+        hi_open=True,
+    )
+    activation_dropout: Optional[float] = opt(
+        None,
+        "dropout inside the feed-forward, after its activation (Marian's activation_dropout); "
+        "null: model.dropout",
         lo=0.0,
         hi=1.0,
         hi_open=True,
