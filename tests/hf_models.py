@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import sentencepiece as spm
 import torch
@@ -23,7 +23,7 @@ def synthetic_corpus(root: Path, train: int = 400, test: int = 40) -> Path:
     return root
 
 
-def _spm(lines: list[str], size: int) -> bytes:
+def _spm(lines: list[str], size: int, user_defined: Sequence[str] = ()) -> bytes:
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
@@ -32,13 +32,15 @@ def _spm(lines: list[str], size: int) -> bytes:
         hard_vocab_limit=False,
         minloglevel=2,
         num_threads=1,
+        **({"user_defined_symbols": list(user_defined)} if user_defined else {}),
     )
     return buf.getvalue()
 
 
-def _vocab(protos: list[bytes], control_pieces: bool) -> dict[str, int]:
-    """vocab.json as OPUS-MT has it: </s>=0, <unk>=1, the models' pieces, <pad>=last."""
-    pieces: list[str] = []
+def _vocab(protos: list[bytes], control_pieces: bool, codes: Sequence[str] = ()) -> dict[str, int]:
+    """vocab.json as OPUS-MT has it: </s>=0, <unk>=1, the language codes `codes` (>>xx<<) of a
+    multilingual model, the models' pieces, <pad>=last."""
+    pieces: list[str] = list(codes)
     for proto in protos:
         for p, (_, kind) in model_pieces(proto).items():
             wanted = kind not in (CONTROL, UNKNOWN) or (control_pieces and p == "<s>")
@@ -65,6 +67,9 @@ def marian_dir(
     start: str = "<pad>",
     separate_vocabs: bool = False,
     tie_output: bool = True,
+    lang_codes: Sequence[str] = (),
+    codes_in_spm: bool = False,
+    source_lang: Optional[str] = None,
     **config: Any,
 ) -> Path:
     """save_pretrained output of a random MarianMTModel (2 layers, d 32, non-zero
@@ -74,7 +79,10 @@ def marian_dir(
     lists the sentencepiece models' <s>, as a vocabulary built from every piece id would;
     `start`: the vocab entry decoding starts from ("common": the target's most frequent piece);
     `separate_vocabs`: a vocabulary per side (vocab.json, target_vocab.json); `tie_output`:
-    false gives an lm_head of its own; `config`: more MarianConfig options."""
+    false gives an lm_head of its own; `lang_codes`: a multilingual model's target languages,
+    each a >>code<< entry of vocab.json that MarianTokenizer splits off the front of a source
+    text (OPUS-MT's en-ROMANCE, en-mul...); `codes_in_spm`: the source sentencepiece model also
+    holds them, as user-defined pieces; `source_lang`: the tokenizer's; `config`: more MarianConfig options."""
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
     raw = out.parent / f"{out.name}.raw"
@@ -83,17 +91,19 @@ def marian_dir(
     # separate vocabularies: a smaller target one, so that its pad id is a source id too
     # (MarianMTModel's encoder embedding takes config.pad_token_id as its padding_idx)
     sizes = {"src": 120, "tgt": 60 if separate_vocabs else 120}
+    codes = [f">>{c}<<" for c in lang_codes]
     for side, name in (("src", "source.spm"), ("tgt", "target.spm")):
         lines[side] = (corpus / f"train.{side}").read_text("utf-8").splitlines()
-        protos[side] = _spm(lines[side], sizes[side])
+        user = codes if codes_in_spm and side == "src" else ()
+        protos[side] = _spm(lines[side], sizes[side], user)
         (raw / name).write_bytes(protos[side])
     if separate_vocabs:
-        vocab = _vocab([protos["src"]], control_pieces)
+        vocab = _vocab([protos["src"]], control_pieces, codes)
         tgt_vocab = _vocab([protos["tgt"]], control_pieces)
         (raw / "target_vocab.json").write_text(json.dumps(tgt_vocab), "utf-8")
         assert tgt_vocab["<pad>"] < len(vocab)
     else:
-        vocab = tgt_vocab = _vocab(list(protos.values()), control_pieces)
+        vocab = tgt_vocab = _vocab(list(protos.values()), control_pieces, codes)
     (raw / "vocab.json").write_text(json.dumps(vocab), "utf-8")
     tok = MarianTokenizer(
         str(raw / "source.spm"),
@@ -101,6 +111,7 @@ def marian_dir(
         str(raw / "vocab.json"),
         target_vocab_file=str(raw / "target_vocab.json") if separate_vocabs else None,
         separate_vocabs=separate_vocabs,
+        source_lang=source_lang,
     )
     pad = tgt_vocab["<pad>"]
     if start == "common":

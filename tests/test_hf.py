@@ -508,27 +508,35 @@ def test_an_export_that_would_leave_a_weight_behind_is_one_line(
     assert not out.exists()
 
 
-def test_activation_dropout_round_trips(corpus, tmp_path, nmt_log):
-    """Our feed-forward applies model.dropout after its activation: the export says so in
-    activation_dropout, and import -> export -> import keeps the value."""
-    marian = marian_dir(tmp_path / "m", corpus, seed=4, dropout=0.2, activation_dropout=0.2)
+@pytest.mark.parametrize("dropout, activation_dropout", [(0.1, 0.0), (0.2, 0.2)])
+def test_marians_two_dropouts_round_trip(corpus, tmp_path, dropout, activation_dropout):
+    """Marian's dropout and activation_dropout (OPUS-MT: 0.1 and 0.0) are our model.dropout and
+    model.activation_dropout, and import -> export -> import keeps both."""
+    marian = marian_dir(
+        tmp_path / "m", corpus, seed=4, dropout=dropout, activation_dropout=activation_dropout
+    )
     run = import_run(marian, tmp_path / "run")
-    assert load_config(run / "config.yaml", stored=True).model.dropout == 0.2
+    model = load_config(run / "config.yaml", stored=True).model
+    kept = None if activation_dropout == dropout else activation_dropout  # null: the dropout
+    assert (model.dropout, model.activation_dropout) == (dropout, kept)
     assert main(["export", str(run), "--format", "hf", "-o", str(tmp_path / "hf")]) == 0
     exported = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert (exported["dropout"], exported["activation_dropout"]) == (0.2, 0.2)
-    back = import_run(tmp_path / "hf", tmp_path / "back")
-    assert load_config(back / "config.yaml", stored=True).model.dropout == 0.2
-    assert not [r for r in nmt_log.records if "dropout" in r.getMessage()]
+    assert (exported["dropout"], exported["activation_dropout"]) == (dropout, activation_dropout)
+    back = load_config(import_run(tmp_path / "hf", tmp_path / "back") / "config.yaml", stored=True)
+    assert (back.model.dropout, back.model.activation_dropout) == (dropout, kept)
 
 
-def test_a_differing_activation_dropout_is_one_logged_line(corpus, tmp_path, nmt_log):
-    marian = marian_dir(tmp_path / "m", corpus, seed=4, dropout=0.1, activation_dropout=0.0)
-    run = import_run(marian, tmp_path / "run")
-    assert load_config(run / "config.yaml", stored=True).model.dropout == 0.1
-    said = [r.getMessage() for r in nmt_log.records if "activation_dropout" in r.getMessage()]
-    assert len(said) == 1 and "\n" not in said[0]
-    assert "activation_dropout 0.0" in said[0] and "model.dropout (0.1)" in said[0]
+def test_the_feed_forward_drops_out_at_activation_dropout():
+    from nmt.models.dropout import Dropout
+
+    def ff_rates(**options) -> set[float]:
+        m = model_with(dropout=0.3, **options)
+        return {
+            d.p for layer in [*m.encoder, *m.decoder] for d in layer.ff if isinstance(d, Dropout)
+        }
+
+    assert ff_rates() == {0.3}  # null: the model's dropout, as before
+    assert ff_rates(activation_dropout=0.0) == {0.0}
 
 
 def test_pre_norm_and_rnn_runs_are_refused_in_one_line(

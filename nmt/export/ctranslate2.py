@@ -14,6 +14,11 @@ How our Transformer maps onto `ctranslate2.specs.TransformerSpec`:
   the decoder starts from BOS and the source gets its EOS appended (`add_source_eos`), so a caller
   feeds bare sentencepiece pieces.
 
+A multilingual run (`data.directions`) has its language tags `<2xx>` in both vocabularies (they
+are pieces of its sentencepiece model). With `data.tag: source` a caller puts the tag first in the
+source pieces; with `data.tag: target` it passes `target_prefix=[["<2xx>"]]`, which CTranslate2
+forces, returns and counts in `max_decoding_length` as nmt counts its forced prefix.
+
 CTranslate2 limits a hypothesis by one `max_decoding_length` per call, where we allow
 floor(a * src_len + b) tokens per sentence (src_len counting the EOS); `translate_ct2` groups
 sentences by that limit so both engines stop at the same length.
@@ -189,9 +194,28 @@ def export_ctranslate2(
             "note": "feed sentencepiece pieces without </s> (add_source_eos is set); pass "
             "max_decoding_length = floor(max_len_a * (pieces + 1) + max_len_b) per "
             "sentence and min_decoding_length=0 to stop where nmt stops",
+            **_multilingual_info(cfg, tok),
         }
         (tmp / "nmt_export.json").write_text(json.dumps(info, indent=2) + "\n", "utf-8")
     return out
+
+
+def _multilingual_info(cfg: Config, tok: Tokenizer) -> dict:
+    """nmt_export.json's record of a multilingual run: its directions, tags and where a tag
+    goes (empty for a one-direction run)."""
+    if not tok.tags:
+        return {}
+    where = (
+        "first source piece (pieces counted with it)"
+        if cfg.data.tag == "source"
+        else "target_prefix=[['<2xx>']] (counted in max_decoding_length)"
+    )
+    return {
+        "directions": list(cfg.data.directions),
+        "tag": cfg.data.tag,
+        "language_tags": {lang: tok.tgt.id_to_piece(i) for lang, i in sorted(tok.tags.items())},
+        "tag_note": f"the target language's tag <2xx> goes as the {where}",
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -212,10 +236,14 @@ def translate_ct2(
     batch_tokens: Optional[int] = None,
 ) -> list[str]:
     """Translate like `nmt translate`: same subwords, same truncation, same per-sentence length
-    limit (sentences grouped by limit), PAD/BOS never generated, empty output allowed."""
+    limit (sentences grouped by limit), PAD/BOS never generated, empty output allowed. A
+    direction's view of a multilingual tokenizer (`Tokenizer.for_direction`) puts its tag on
+    the source, or forces it as the target prefix, as the run was trained."""
     from nmt.translate import encode_inputs  # the one place inputs are truncated
 
     ids = encode_inputs(tok, texts, cfg.max_input_tokens)
+    forced = tok.target_prefix(*tok.direction) if tok.direction else []
+    prefix = [tok.tgt.id_to_piece(i) for i in forced]
     live = [i for i, t in enumerate(texts) if t.strip()]
     groups: dict[int, list[int]] = {}
     for i in live:
@@ -231,6 +259,7 @@ def translate_ct2(
             max_decoding_length=limit,
             min_decoding_length=0,
             suppress_sequences=banned,
+            target_prefix=[prefix] * len(members) if prefix else None,
             max_batch_size=batch_tokens or cfg.batch_tokens,
             batch_type="tokens",
         )

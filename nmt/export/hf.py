@@ -17,12 +17,17 @@ How our Transformer maps onto MarianMTModel (nmt.importers.marian_weights names 
   </s>=3), source.spm/target.spm are the run's models; decoding starts from <s>
   (decoder_start_token_id 2), and <pad> and <s> are never generated (bad_words_ids). A separate
   source and target vocabulary gives MarianTokenizer's separate_vocabs (target_vocab.json).
+- a multilingual run (`data.directions`, `data.tag: source`): each language tag `<2xx>` is named
+  `>>xx<<` in vocab.json, MarianTokenizer's language token, which it splits off the front of a
+  source text (">>xx<< text") and puts first, where the run was trained to see the tag; config.json
+  records the directions (`nmt_directions`) so that `nmt import hf` gives them back. A run with
+  `data.tag: target` is refused: MarianTokenizer has no place for a tag on the target side.
 - our `final_logits_bias` is Marian's; without it the bias is zero.
 - every MarianMTModel parameter and buffer is filled from the run, except the sinusoid tables
   Marian computes itself (DERIVED), and every run parameter lands somewhere; else the export
   fails naming the name, rather than writing random or dropping weights.
-- dropout: our one `model.dropout` is also applied after the feed-forward activation, so it is
-  Marian's `dropout` and `activation_dropout` both.
+- dropout: `model.dropout` and `model.activation_dropout` (null: the dropout, which our
+  feed-forward then applies after its activation) are Marian's `dropout` and `activation_dropout`.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from nmt.data.tokenizer import BOS, EOS, PAD, Tokenizer
 from nmt.errors import NmtError
 from nmt.files import atomic_dir
 from nmt.importers.hf import LAYOUT_KEY, import_transformers
+from nmt.importers.languages import DIRECTIONS_KEY, marian_code
 from nmt.importers.marian_weights import halves_order, layer_names, permute_model_dim
 from nmt.models.transformer import Transformer
 
@@ -73,10 +79,27 @@ def _refuse(cfg: Config, model: Any, tok: Tokenizer, path: str) -> None:
             f"cannot export {path} to Hugging Face: it lowercases its input "
             f"('data.lowercase: true') and MarianTokenizer does not"
         )
+    if cfg.data.directions and cfg.data.tag == "target":
+        raise NmtError(
+            f"cannot export {path} to Hugging Face: its language tags are the decoder's first "
+            f"token ('data.tag: target'), and MarianTokenizer puts a language token only on the "
+            f"source; export it to CTranslate2 (target_prefix), or train with 'data.tag: source'"
+        )
 
 
-def _pieces(sp: Any) -> dict[str, int]:
-    return {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+def _pieces(sp: Any, tok: Tokenizer) -> dict[str, int]:
+    """vocab.json: piece -> id, each language tag under MarianTokenizer's name >>xx<<."""
+    names = {i: marian_code(lang) for lang, i in tok.tags.items()}
+    return {names.get(i, sp.id_to_piece(i)): i for i in range(sp.get_piece_size())}
+
+
+def _languages(cfg: Config) -> tuple[Any, Any]:
+    """MarianTokenizer's source_lang and target_lang: the run's, or for several directions
+    their one source language (None where they have several) and no target language."""
+    if not cfg.data.directions:
+        return cfg.data.src_lang, cfg.data.tgt_lang
+    sources = {s for s, _ in cfg.data.language_pairs()}
+    return (sources.pop() if len(sources) == 1 else None), None
 
 
 def _longest_output(cfg: Config) -> int:
@@ -136,6 +159,8 @@ def build_marian(cfg: Config, model: Transformer, tok: Tokenizer) -> tuple[Any, 
     m = cfg.model
     positions = _positions_needed(cfg)
     extra = {LAYOUT_KEY: "interleaved"} if m.sinusoid_layout == "interleaved" else {}
+    if cfg.data.directions:
+        extra[DIRECTIONS_KEY] = list(cfg.data.directions)
     config = tf.MarianConfig(
         vocab_size=tok.src_vocab_size,
         decoder_vocab_size=tok.tgt_vocab_size,
@@ -149,7 +174,7 @@ def build_marian(cfg: Config, model: Transformer, tok: Tokenizer) -> tuple[Any, 
         activation_function=ACTIVATIONS[m.activation],
         dropout=m.dropout,
         attention_dropout=m.attention_dropout,
-        activation_dropout=m.dropout,  # our feed-forward's dropout after its activation
+        activation_dropout=m.dropout if m.activation_dropout is None else m.activation_dropout,
         max_position_embeddings=positions,
         scale_embedding=m.scale_embeddings,
         pad_token_id=PAD,
@@ -192,19 +217,20 @@ def export_hf(target: str | Path, out_dir: str | Path, overwrite: bool = False) 
         (vocab / "source.spm").write_bytes(tok.src_proto)
         (vocab / "target.spm").write_bytes(tok.tgt_proto or tok.src_proto)
         files = {"vocab": vocab / "vocab.json"}
-        (vocab / "vocab.json").write_text(json.dumps(_pieces(tok.src)), "utf-8")
-        separate = _pieces(tok.src) != _pieces(tok.tgt)
+        (vocab / "vocab.json").write_text(json.dumps(_pieces(tok.src, tok)), "utf-8")
+        separate = _pieces(tok.src, tok) != _pieces(tok.tgt, tok)
         if separate:
             files["target_vocab_file"] = vocab / "target_vocab.json"
-            files["target_vocab_file"].write_text(json.dumps(_pieces(tok.tgt)), "utf-8")
+            files["target_vocab_file"].write_text(json.dumps(_pieces(tok.tgt, tok)), "utf-8")
+        source_lang, target_lang = _languages(cfg)
         marian_tok = tf.MarianTokenizer(
             str(vocab / "source.spm"),
             str(vocab / "target.spm"),
             str(files["vocab"]),
             target_vocab_file=str(files.get("target_vocab_file", "")) or None,
             separate_vocabs=separate,
-            source_lang=cfg.data.src_lang,
-            target_lang=cfg.data.tgt_lang,
+            source_lang=source_lang,
+            target_lang=target_lang,
             model_max_length=cfg.decode.max_input_tokens + 1,
         )
         marian_tok.save_pretrained(tmp)

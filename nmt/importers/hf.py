@@ -16,12 +16,11 @@ pad (Marian's `bad_words_ids`). Only a start token named <s> that Marian bans fr
 own export's) takes slot 2 itself, so that importing an export gives back its weights. The
 remaining pieces follow in vocab.json order. The sentencepiece models are rewritten to emit these
 ids themselves (nmt.importers.spm_order), and the source gets `</s>` appended, as MarianTokenizer
-does.
+does. A multilingual model's `>>fra<<` tokens become language tags `<2fra>` of a run with
+`data.tag: source` (nmt.importers.languages).
 
-Dropout: our Transformer has one `model.dropout` for embeddings, residuals and the feed-forward
-interior; Marian has `dropout` and `activation_dropout` (fc1's output). The import keeps Marian's
-`dropout` and, when `activation_dropout` differs, says so in one logged line (it matters to
-fine-tuning only: inference has no dropout).
+Dropout: Marian's `dropout` and `activation_dropout` (fc1's output) are our `model.dropout` and
+`model.activation_dropout`, so fine-tuning an import drops out where Marian did.
 """
 
 from __future__ import annotations
@@ -38,9 +37,16 @@ import torch
 
 from nmt.checkpoint import save_checkpoint, tokenizer_payload
 from nmt.config.load import from_dict, to_dict
-from nmt.data.tokenizer import Tokenizer
+from nmt.data.tokenizer import Tokenizer, tag_piece
 from nmt.errors import NmtError
 from nmt.importers import SUPPORTED
+from nmt.importers.languages import (
+    data_section,
+    language_codes,
+    marian_code,
+    rename_codes,
+    source_language,
+)
 from nmt.importers.marian_weights import halves_order, layer_names, permute_model_dim
 from nmt.importers.spm_order import SPECIALS, reorder
 from nmt.models import build_model
@@ -194,18 +200,9 @@ def _take(table: torch.Tensor, rows: list[Optional[int]], fill: int) -> torch.Te
 # Building the run
 
 
-def _dropout(config: Any) -> float:
-    """Our one `model.dropout`: Marian's `dropout`, which covers most of what ours does
-    (embeddings, every residual). A differing `activation_dropout` (fc1's output; 0.0 in OPUS-MT
-    configs) cannot be kept: refusing would refuse every OPUS-MT model, for a setting that only
-    fine-tuning feels, so the import says what our feed-forward applies instead."""
+def _activation_dropout(config: Any) -> Optional[float]:
     act = getattr(config, "activation_dropout", config.dropout)
-    if act != config.dropout:  # info, not a warning: translating an import never feels it
-        log.info(
-            f"Marian's activation_dropout {act} differs from its dropout {config.dropout}; "
-            f"nmt's feed-forward applies model.dropout ({config.dropout}) there when fine-tuning"
-        )
-    return config.dropout
+    return None if act == config.dropout else act
 
 
 def _model_section(config: Any, bias: bool, tie_embeddings: bool, tie_output: bool) -> dict:
@@ -230,7 +227,9 @@ def _model_section(config: Any, bias: bool, tie_embeddings: bool, tie_output: bo
         "d_model": config.d_model,
         "heads": config.encoder_attention_heads,
         "ff": config.encoder_ffn_dim,
-        "dropout": _dropout(config),
+        "dropout": config.dropout,
+        # null where it equals the dropout, as a run of ours that never set it stores it
+        "activation_dropout": _activation_dropout(config),
         "attention_dropout": config.attention_dropout,
         "norm": "post",
         "positions": "sinusoidal",
@@ -275,10 +274,19 @@ def _weights(hf: dict, layers: int, src_rows: list, tgt_rows: list, fill: tuple)
 
 def _rows(net: Any, config: Any, tok: Any, hf: dict) -> tuple:
     """(source rows, source pieces, target rows, target pieces, the Marian rows (source,
-    target) that new rows copy): each side's vocabulary in our id order."""
+    target) that new rows copy): each side's vocabulary in our id order, language tokens
+    renamed to our tags."""
     pad, eos = config.pad_token_id, config.eos_token_id
     src_vocab = tok.encoder
     tgt_vocab = tok.target_encoder if tok.separate_vocabs else tok.encoder
+    codes = language_codes(src_vocab)
+    if codes and tok.separate_vocabs:
+        named = ", ".join(marian_code(c) for c in codes[:3]) + (", ..." if codes[3:] else "")
+        raise NmtError(
+            f"the model has language tokens ({named}) and separate source and target "
+            f"vocabularies; nmt's language tags are pieces of one joint vocabulary, so it "
+            f"imports multilingual Marian models with one vocab.json"
+        )
     src_size = hf["model.encoder.embed_tokens.weight"].size(0)
     tgt_size = hf["model.decoder.embed_tokens.weight"].size(0)
     start, start_is_bos = _decoder_start(net, config, tgt_vocab, pad, tgt_size)
@@ -295,10 +303,26 @@ def _rows(net: Any, config: Any, tok: Any, hf: dict) -> tuple:
     bos = start if start_is_bos else None
     unk = tgt_vocab[str(tok.unk_token)]
     tgt_rows, tgt_pieces = _order(tgt_vocab, pad, unk, eos, bos, tgt_size)
+    src_pieces, tgt_pieces = rename_codes(src_pieces, codes), rename_codes(tgt_pieces, codes)
     if tgt_rows[2] is None and src_pieces == tgt_pieces:
         # a joint vocabulary: one row order and one table on both sides
         return tgt_rows, src_pieces, tgt_rows, tgt_pieces, (start, start)
     return src_rows, src_pieces, tgt_rows, tgt_pieces, (src_pad, start)
+
+
+def _data(model: str, config: Any, tok: Any) -> dict:
+    """The imported config's `data` section: a placeholder (fine-tuning sets its own corpus, see
+    docs/pretrained.md), with a direction per language token of a multilingual model."""
+    data = {
+        "source": "local",
+        "path": "data",
+        "src_lang": tok.source_lang or "src",
+        "tgt_lang": tok.target_lang or "tgt",
+    }
+    codes = language_codes(tok.encoder)
+    if codes:
+        data.update(data_section(config, codes, source_language(tok.source_lang, model)))
+    return data
 
 
 def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
@@ -318,18 +342,13 @@ def convert(model: str) -> tuple[dict, dict[str, torch.Tensor], Tokenizer]:
 
     joint = src_pieces == tgt_pieces
     gen = getattr(net, "generation_config", None)
+    tags = {tag_piece(c) for c in language_codes(tok.encoder)}
     spm = [Path(p).read_bytes() for p in tok.spm_files]
-    src_proto, tgt_proto = reorder(spm[0], src_pieces), reorder(spm[1], tgt_pieces)
+    src_proto, tgt_proto = reorder(spm[0], src_pieces, tags), reorder(spm[1], tgt_pieces, tags)
     one_model = joint and src_proto == tgt_proto
     tokenizer = Tokenizer(src_proto, None if one_model else tgt_proto, lowercase=False)
     raw = {
-        # A placeholder: fine-tuning sets its own corpus (see docs/pretrained.md).
-        "data": {
-            "source": "local",
-            "path": "data",
-            "src_lang": tok.source_lang or "src",
-            "tgt_lang": tok.target_lang or "tgt",
-        },
+        "data": _data(model, config, tok),
         "vocab": {"joint": joint, "size": len(tgt_pieces)},
         "model": section,
         "decode": {"beam": int(getattr(gen, "num_beams", None) or 5)},

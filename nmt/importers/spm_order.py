@@ -5,12 +5,15 @@ are not the sentencepiece model's. Rewriting the model's piece list in the vocab
 sentencepiece emit those ids directly, so the rest of nmt (batching, prepared corpora, decoding,
 CTranslate2 export) keeps one tokenizer. Pieces of the vocabulary the model cannot produce (the
 other side's pieces of a joint vocabulary) become UNUSED: sentencepiece never emits them when
-encoding but still decodes them. The protobuf is edited on the wire (no protobuf dependency).
+encoding but still decodes them. Pieces named as control pieces (a multilingual model's language
+tags, nmt.importers.languages) become CONTROL: one id each, never produced from text, dropped when
+decoding. The protobuf is edited on the wire (no protobuf dependency).
 """
 
 from __future__ import annotations
 
 import struct
+from typing import Collection
 
 from nmt.errors import NmtError
 from nmt.pieces import _fields
@@ -73,10 +76,11 @@ def model_pieces(proto: bytes) -> dict[str, tuple[float, int]]:
     return out
 
 
-def reorder(proto: bytes, vocab: list[str]) -> bytes:
+def reorder(proto: bytes, vocab: list[str], control: Collection[str] = ()) -> bytes:
     """The model with piece i = vocab[i]. vocab[0:4] name our pad, unk, bos and eos slots (written
-    as <pad>, <unk>, <s>, </s>: control pieces, never produced from text); a later piece keeps its
-    score and type where the model has it, and is UNUSED where it does not."""
+    as <pad>, <unk>, <s>, </s>: control pieces, never produced from text); a later piece is
+    CONTROL if `control` names it, else keeps its score and type where the model has it, and is
+    UNUSED where it does not."""
     if len(set(vocab)) != len(vocab):
         dup = next(p for i, p in enumerate(vocab) if p in vocab[:i])
         raise NmtError(f"the vocabulary lists piece {dup!r} twice")
@@ -90,7 +94,7 @@ def reorder(proto: bytes, vocab: list[str]) -> bytes:
             name, score, kind = SPECIALS[i], 0.0, UNKNOWN if i == 1 else CONTROL
         else:
             score, kind = have.get(name, (0.0, UNUSED))
-            kind = kind if kind in KEEP else UNUSED
+            kind = CONTROL if name in control else kind if kind in KEEP else UNUSED
         entry = _field(1, name.encode("utf-8")) + _field(2, score) + _field(3, kind)
         pieces.append(_field(1, entry))
     out = bytearray(b"".join(pieces))
