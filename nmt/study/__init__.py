@@ -4,7 +4,8 @@ A study YAML holds `base` (config sections shared by every model), `models` (nam
 merged over the base, or `run: PATH`: an existing run, ours or an import, scored on the study's
 data beside the others and never trained), `evaluate` (split and beam, the same for every model; a list of beams,
 e.g. [1, 5], evaluates each model with each and writes the joint report once per beam, the first
-with the plain names, the others as study_beamK.md/.json and bleu_by_length_beamK.png) and
+with the plain names, the others as study_beamK.md/.json and bleu_by_length_beamK.png; with
+multilingual models `direction`, the one direction compared: `nmt.study.scoring`) and
 `parallel` (how many models train side by side, default 1). The study directory
 gets one run per model, their reports, and the joint report (`nmt.study.report`). Finished models are skipped,
 interrupted ones resumed, so rerunning a study continues it.
@@ -45,6 +46,7 @@ from nmt.jobs import train as train_job
 from nmt.logs import setup_logging
 from nmt.run_dir import RunDir
 from nmt.study.report import write_report
+from nmt.study.scoring import Scoring, check_direction_key, check_model
 
 log = logging.getLogger("nmt")
 STUDY_KEYS = {"name", "out", "base", "models", "evaluate", "parallel"}
@@ -79,8 +81,11 @@ def load_study(path: str | Path) -> dict:
     if isinstance(par, bool) or not isinstance(par, int) or par < 1:
         raise NmtError(f"'parallel' in {path} must be an integer >= 1, got {par!r}")
     ev = raw.get("evaluate") or {}
-    if not isinstance(ev, dict) or set(ev) - {"split", "beam"}:
-        raise NmtError(f"'evaluate' in {path} must be a mapping with keys split and beam")
+    if not isinstance(ev, dict) or set(ev) - {"split", "beam", "direction"}:
+        raise NmtError(
+            f"'evaluate' in {path} must be a mapping with keys split, beam and direction"
+        )
+    check_direction_key(ev, path)
     beams = ev.get("beam", 1)
     beams = beams if isinstance(beams, list) and beams else [beams]
     if len(set(map(repr, beams))) < len(beams) or any(
@@ -115,7 +120,8 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()) 
     """Each model's validated Config: base merged with its overrides (then --set), run_dir
     inside the study; for a model that names an existing run, see `existing_run_config`."""
     configs = {}
-    split = (study.get("evaluate") or {}).get("split", "test")
+    scoring = Scoring.of(study)
+    split = scoring.split
     for name, over in study["models"].items():
         where = f"{path} (model '{name}')"
         if existing_run(over):
@@ -133,6 +139,7 @@ def model_configs(study: dict, path: str, out: Path, overrides: list[str] = ()) 
                 f"'evaluate.split' in {path} is '{split}', which model '{name}' does "
                 f"not name in 'data.splits' (have: {', '.join(configs[name].data.splits)})"
             )
+        check_model(scoring, name, configs[name], existing_run(over), path)
     return configs
 
 
@@ -195,7 +202,7 @@ def _train_and_evaluate(
     name: str,
     cfg_dict: dict,
     where: str,
-    split: str,
+    scoring: Scoring,
     beams: list[int],
     home: str,
     existing: Optional[str] = None,
@@ -205,7 +212,7 @@ def _train_and_evaluate(
     folder of the study). A mistake is one line naming the model, whichever process it
     happened in."""
     try:
-        return _run_model(name, cfg_dict, where, split, beams, Path(home), existing)
+        return _run_model(name, cfg_dict, where, scoring, beams, Path(home), existing)
     except NmtError as e:
         raise NmtError(f"study model '{name}': {e}") from None
     finally:
@@ -219,7 +226,7 @@ def _run_model(
     name: str,
     cfg_dict: dict,
     where: str,
-    split: str,
+    scoring: Scoring,
     beams: list[int],
     home: Path,
     existing: Optional[str],
@@ -231,7 +238,7 @@ def _run_model(
     cfg = from_dict(cfg_dict, where, stored=existing is not None)
     setup_logging(tag=name)
     if existing is not None:
-        return _scored_existing(name, cfg, RunDir(existing), RunDir(home), split, beams)
+        return _scored_existing(name, cfg, RunDir(existing), RunDir(home), scoring, beams)
     run = RunDir(cfg.train.run_dir)
 
     def waiting() -> None:
@@ -240,11 +247,11 @@ def _run_model(
     # one process per model: a worker of an earlier, killed run of the study may still be
     # saving its checkpoint
     with locked(run.path.parent / f".{run.path.name}.lock", waiting):
-        return _trained_and_scored(name, cfg, run, where, split, beams)
+        return _trained_and_scored(name, cfg, run, where, scoring, beams)
 
 
 def _trained_and_scored(
-    name: str, cfg: Config, run: RunDir, where: str, split: str, beams: list[int]
+    name: str, cfg: Config, run: RunDir, where: str, scoring: Scoring, beams: list[int]
 ) -> dict:
     """The model trained (resumed, or skipped when done) and its scores by beam."""
     # finished with this config (a change to what it trains means the old run is stale; a
@@ -253,7 +260,7 @@ def _trained_and_scored(
         log.info(f"study: {name} already trained in {run.path}, skipping training")
         if not run.same_config(cfg):
             run.create(cfg)  # the stored config is what `nmt evaluate RUN` scores by
-            _forget_scores(run, split, beams)
+            _forget_scores(run, scoring, beams)
     else:
         resume = run.same_config(cfg) and bool(run.step_checkpoints())
         log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
@@ -269,7 +276,7 @@ def _trained_and_scored(
                 f"its results may differ from the README's"
             )
         run.mark_trained(result.stop_reason)
-        _forget_scores(run, split, beams)  # an older model's
+        _forget_scores(run, scoring, beams)  # an older model's
     ck = load_checkpoint(run.checkpoint(prefer="latest"))  # the time of the whole run
     facts = {
         "params": ck["params"],
@@ -277,11 +284,11 @@ def _trained_and_scored(
         "stop_reason": run.trained_reason(),
         "train_seconds": ck["progress"]["train_seconds"],
     }
-    return {beam: {**_evaluated(name, run, cfg, split, beam), **facts} for beam in beams}
+    return {beam: {**_evaluated(name, run, cfg, scoring, beam), **facts} for beam in beams}
 
 
 def _scored_existing(
-    name: str, cfg: Config, run: RunDir, home: RunDir, split: str, beams: list[int]
+    name: str, cfg: Config, run: RunDir, home: RunDir, scoring: Scoring, beams: list[int]
 ) -> dict:
     """An existing run's scores by beam on the study's data, its reports in `home`; a report
     of another checkpoint (the run was trained on since) is scored again."""
@@ -295,34 +302,34 @@ def _scored_existing(
     }
     results = {}
     for beam in beams:
-        scores = home.report(split, beam) / "scores.json"
+        scores = scoring.report(home, beam) / "scores.json"
         if scores.is_file():
             old = load_scores(scores.parent)
             scored = Path(old.get("checkpoint") or "").resolve(), old.get("step")
             if scored != (checkpoint.resolve(), ck["step"]):
                 scores.unlink()
         home.path.mkdir(parents=True, exist_ok=True)
-        results[beam] = {**_evaluated(name, run, cfg, split, beam, home), **facts}
+        results[beam] = {**_evaluated(name, run, cfg, scoring, beam, home), **facts}
     return results
 
 
-def _forget_scores(run: RunDir, split: str, beams: list[int]) -> None:
+def _forget_scores(run: RunDir, scoring: Scoring, beams: list[int]) -> None:
     """Drop the run's study scores, so each beam is evaluated again."""
     for beam in beams:
-        (run.report(split, beam) / "scores.json").unlink(missing_ok=True)
+        (scoring.report(run, beam) / "scores.json").unlink(missing_ok=True)
 
 
 def _evaluated(
-    name: str, run: RunDir, cfg: Config, split: str, beam: int, home: Optional[RunDir] = None
+    name: str, run: RunDir, cfg: Config, s: Scoring, beam: int, home: Optional[RunDir] = None
 ) -> dict:
     """The model's scores with this beam, evaluated now unless a report holds them; scored as
     the study's `eval` section says, which may have changed since the model was trained. The
     report goes into `home` (default: the run), on `cfg`'s data with `cfg`'s decoding."""
-    report = (home or run).report(split, beam)
+    report = s.report(home or run, beam)
     if not (report / "scores.json").is_file():
-        log.info(f"study: evaluating {name} on {split} (beam {beam})")
+        log.info(f"study: evaluating {name} on {s.split}{s.suffix} (beam {beam})")
         opts = evaluate_job.EvalOptions(
-            split=split,
+            split=s.split,
             beam=beam,
             report_dir=str(report),
             progress=False,
@@ -331,6 +338,7 @@ def _evaluated(
             metrics=tuple(cfg.eval.metrics),
             data=cfg.data,
             overrides=dataclasses.asdict(cfg.decode),
+            **s.options(),  # a multilingual model: the direction, its tag put in by evaluate
         )
         evaluate_job.evaluate(str(run.path), opts)
     return load_scores(report)
@@ -362,8 +370,7 @@ def run_study(
     out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
     # every config is checked before any training
     configs = model_configs(study, path, out_dir, overrides)
-    ev = study.get("evaluate") or {}
-    split, beams = ev.get("split", "test"), ev.get("beam", 1)
+    scoring, beams = Scoring.of(study), (study.get("evaluate") or {}).get("beam", 1)
     beams = beams if isinstance(beams, list) else [beams]
     runs = {name: existing_run(over) for name, over in study["models"].items()}
     for name, cfg in configs.items():
@@ -384,7 +391,7 @@ def run_study(
             name,
             to_dict(cfg),
             f"{path} (model '{name}')",
-            split,
+            scoring,
             beams,
             str(out_dir / name),
             runs[name],
@@ -400,7 +407,7 @@ def run_study(
     for i, beam in enumerate(beams):  # the first beam's report has the plain names
         by_model = {name: r[beam] for name, r in results.items()}
         suffix = "" if i == 0 else f"_beam{beam}"
-        write_report(study, path, out_dir, configs, by_model, split, beam, suffix, existing)
+        write_report(study, path, out_dir, configs, by_model, scoring, beam, suffix, existing)
     return out_dir
 
 

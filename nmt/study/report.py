@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from nmt.compare import (
     comparison_markdown,
@@ -18,6 +18,9 @@ from nmt.compare import (
 from nmt.files import atomic_write
 from nmt.report import merge_note, plot_bleu_by_length
 from nmt.run_dir import RunDir
+
+if TYPE_CHECKING:
+    from nmt.study.scoring import Scoring
 
 
 def _models_table(configs: dict[str, Any], results: dict, existing: list[str]) -> list[str]:
@@ -58,7 +61,7 @@ def write_report(
     out_dir: Path,
     configs: dict[str, Any],
     results: dict,
-    split: str,
+    scoring: "Scoring",
     beam: int,
     suffix: str = "",
     existing: Sequence[str] = (),
@@ -67,7 +70,8 @@ def write_report(
     against seq2seq; `existing`: the models the study scored but did not train."""
     # The fixed-vector model (seq2seq) first: it is the baseline of the paired tests.
     order = sorted(results, key=lambda n: configs[n].model.arch != "seq2seq")
-    comp = load_comparison([str(RunDir(out_dir / n).report(split, beam)) for n in order], order)
+    comp = load_comparison([str(scoring.report(RunDir(out_dir / n), beam)) for n in order], order)
+    split = scoring.split + (f", {scoring.direction}" if scoring.direction else "")
     paired(comp)
     results = {n: results[n] for n in order}
     atomic_write(out_dir / f"study{suffix}.json", json.dumps(results, indent=2) + "\n")
