@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -40,3 +41,14 @@ def test_freed_step_memory_is_reused_instead_of_faulting_in_again():
     plain, keep = _faults_per_step("plain"), _faults_per_step("keep")
     assert plain > pages / 10  # glibc gave some of it back (how much varies: 1-5 thousand)
     assert keep < pages / 15 and keep < plain / 3
+
+
+def test_training_caps_onednns_kernel_cache_unless_the_user_set_it(monkeypatch):
+    from nmt.data.heap import ONEDNN_CACHE, bound_kernel_cache
+
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    bound_kernel_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == ONEDNN_CACHE
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "256")
+    bound_kernel_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "256"  # the user's choice stands

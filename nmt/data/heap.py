@@ -18,6 +18,15 @@ Multi30k sentences, beam 5: 214 -> 114 thousand faults). The CLI and the trainer
 from __future__ import annotations
 
 import ctypes
+import os
+
+# oneDNN keeps a compiled primitive (kernels and their buffers) per matmul shape it has seen,
+# 1,024 of them by default; token-bucketed batches bring new shapes every step, so a CPU
+# training process grew for hours. 16 keeps a step's own shapes. Measured on the Europarl
+# Transformer (2-core Intel Xeon with AMX, bf16, one thread each, side by side, 60 steps): peak
+# resident memory 2.8 -> 6.2 GB with the default, 2.2 -> 3.4 GB with 16, at 1,163-1,328 and
+# 1,225-1,396 tokens/s.
+ONEDNN_CACHE = "16"
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 
@@ -41,3 +50,9 @@ def keep_freed_memory(mmap_threshold: int = 32 << 20, trim_threshold: int = 1 <<
         libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
     except (OSError, AttributeError):
         pass
+
+
+def bound_kernel_cache() -> None:
+    """Cap oneDNN's primitive cache (see ONEDNN_CACHE) unless the user set it; it takes effect
+    when oneDNN first reads it, at the process's first matmul, so call it before any."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE)

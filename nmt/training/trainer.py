@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch, BucketBatcher
-from nmt.data.heap import keep_freed_memory
+from nmt.data.heap import bound_kernel_cache, keep_freed_memory
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.word_dropout import drop_source_words
 from nmt.errors import NmtError
@@ -99,6 +99,7 @@ class Trainer:
         self.progress_bar = False  # the CLI turns it on where stderr is a terminal
         self.precision = resolve_precision(self.tc.precision, self.device)
         keep_freed_memory()  # each step reuses the memory the last one freed (nmt.data.heap)
+        bound_kernel_cache()  # new batch shapes every step must not pile up oneDNN kernels
         if self.device.type == "cuda":
             set_tf32(self.tc.tf32)
         self.model = model.to(self.device)
