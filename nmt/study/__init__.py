@@ -2,13 +2,13 @@
 
 A study YAML holds `base` (config sections shared by every model), `models` (name -> sections
 merged over the base, or `run: PATH`: an existing run, ours or an import, scored on the study's
-data beside the others and never trained), `evaluate` (split and beam, the same for every model; a list of beams,
-e.g. [1, 5], evaluates each model with each and writes the joint report once per beam, the first
-with the plain names, the others as study_beamK.md/.json and bleu_by_length_beamK.png; with
-multilingual models `direction`, the one direction compared: `nmt.study.scoring`) and
-`parallel` (how many models train side by side, default 1). The study directory
-gets one run per model, their reports, and the joint report (`nmt.study.report`). Finished models are skipped,
-interrupted ones resumed, so rerunning a study continues it.
+data beside the others and never trained), `evaluate` (split and beam, the same for every model;
+a list of beams, e.g. [1, 5], evaluates each model with each and writes the joint report once per
+beam, the first with the plain names, the others as study_beamK.md/.json and
+bleu_by_length_beamK.png; with multilingual models `direction`, the one direction compared:
+`nmt.study.scoring`) and `parallel` (how many models train side by side, default 1). The study
+directory gets one run per model, their reports, and the joint report (`nmt.study.report`).
+Finished models are skipped, interrupted ones resumed, so rerunning a study continues it.
 """
 
 from __future__ import annotations
