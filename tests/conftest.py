@@ -123,3 +123,15 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (root / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     return train_job.train(load_config(root / "cfg.yaml")).run
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: extra intra-op threads only add contention on a shared CPU (30x slower).
+    A module uses it with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

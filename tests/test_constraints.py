@@ -39,13 +39,7 @@ from test_decode import (
 BEFORE = "222f24a5fbaf6be892b1ea91f7b13b2dd3941991"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: extra intra-op threads only add contention on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def occurs(phrase: list[int], tokens: list[int]) -> bool:
