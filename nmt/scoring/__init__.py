@@ -1,0 +1,3 @@
+"""Scoring translations against references: the metrics and their bootstrap intervals
+(`metrics`, `bootstrap`, `comet`), then what is made of the scores (`report`, `compare`,
+`curves`)."""
