@@ -254,8 +254,8 @@ def translate_worker(args: argparse.Namespace) -> dict:
     from nmt.data.corpus import load_split
     from nmt.inference import decoding_device
     from nmt.precision import autocast_for, decode_precision
+    from nmt.text_translation import translate_texts
     from nmt.training.trainer import peak_memory_mb
-    from nmt.translate import translate_texts
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -24,7 +24,7 @@ from benchmarks.machine import cpu_model, write_json  # noqa: E402
 from nmt.checkpoint import load_model  # noqa: E402
 from nmt.data.corpus import load_split  # noqa: E402
 from nmt.models.onednn import for_cpu_decoding  # noqa: E402
-from nmt.translate import translate_texts  # noqa: E402
+from nmt.text_translation import translate_texts  # noqa: E402
 
 RULES = {
     "beam finished + greedy floor (stop 21)": dict(early_stop=False, greedy_floor=True),

@@ -81,7 +81,7 @@ def main() -> None:
     from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.significance import PairedTest
 
-    from nmt.evaluate import (
+    from nmt.scoring.metrics import (
         DEFAULT_BUCKETS,
         make_metric,
         paired_tests,
@@ -107,7 +107,7 @@ def main() -> None:
     # sacreBLEU's (index every resample's rows, sum them), both with sacreBLEU's draws.
     import numpy as np
 
-    from nmt.bootstrap import resample_counts, resampled_scores
+    from nmt.scoring.bootstrap import resample_counts, resampled_scores
 
     bleu = make_metric("bleu")
     stats = sentence_stats(bleu, hyp_a, refs)

@@ -54,7 +54,7 @@ from nmt.export.ctranslate2 import (  # noqa: E402
 )
 from nmt.models.onednn import for_cpu_decoding, use_onednn_linears  # noqa: E402
 from nmt.models.quantize import quantize_int8  # noqa: E402
-from nmt.translate import encode_inputs, translate_texts  # noqa: E402
+from nmt.text_translation import encode_inputs, translate_texts  # noqa: E402
 
 
 def machine() -> dict:

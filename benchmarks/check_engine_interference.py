@@ -26,7 +26,7 @@ from nmt.export.ctranslate2 import (  # noqa: E402
     translate_ct2,
 )
 from nmt.models.onednn import use_onednn_linears  # noqa: E402
-from nmt.translate import encode_inputs, translate_texts  # noqa: E402
+from nmt.text_translation import encode_inputs, translate_texts  # noqa: E402
 
 
 def timed(f) -> float:

@@ -8,7 +8,7 @@
     t.translate("Ein Hund rennt.", constraints=["dog"])      # phrases the translation must hold
     t.translate("Ein Hund rennt.", tgt_lang="fr")            # a multilingual model: required
 
-Built on `nmt.inference.load_for_decoding` and `nmt.translate.translate_texts`, the code `nmt
+Built on `nmt.inference.load_for_decoding` and `nmt.text_translation.translate_texts`, the code `nmt
 translate` runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
 """
 
@@ -28,7 +28,7 @@ from nmt.errors import NmtError
 from nmt.inference import Loaded, check_nbest, load_for_decoding
 from nmt.run_dir import RunDir
 from nmt.search.constraints import Phrases
-from nmt.translate import encode_constraints, translate_texts
+from nmt.text_translation import encode_constraints, translate_texts
 from nmt.unknown_words import describe_unknown, unknown_words
 
 

@@ -2,7 +2,7 @@
 
 The one place where training validation, `nmt evaluate` and `nmt translate` turn sentences into
 translations, so BLEU reported during training equals what `nmt evaluate` reports for the same
-checkpoint, split and decoding settings. Scoring against references is `nmt.evaluate`'s: this
+checkpoint, split and decoding settings. Scoring against references is `nmt.scoring.metrics`'s: this
 module needs no metric library, so `nmt translate` does not import one.
 """
 

@@ -25,7 +25,7 @@ from nmt.config import SyntheticConfig
 from nmt.config.load import load_config
 from nmt.data.synthetic import generate_aligned
 from nmt.jobs import train as train_job
-from nmt.translate import translate_texts
+from nmt.text_translation import translate_texts
 
 W = "\u2581"
 

@@ -26,7 +26,7 @@ from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.data.corpus import load_split
 from nmt.jobs import train as train_job
-from nmt.translate import translate_texts
+from nmt.text_translation import translate_texts
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nmt.cli import main
-from nmt.curves import read_curve
+from nmt.scoring.curves import read_curve
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from nmt.bootstrap import resample_counts
 from nmt.errors import NmtError
-from nmt.evaluate import (
+from nmt.scoring.bootstrap import resample_counts
+from nmt.scoring.metrics import (
     DEFAULT_BUCKETS,
     bleu_by_length,
     bucket_bounds,
@@ -22,7 +22,7 @@ from nmt.evaluate import (
     paired_tests,
     score_report,
 )
-from nmt.report import format_scores, write_report
+from nmt.scoring.report import format_scores, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -215,7 +215,7 @@ def test_format_scores_shows_both_metrics_and_the_bucket_table(corpus):
 def test_scoring_and_reporting_do_not_pull_in_torch():
     # Data flows decoder -> metrics/report, never back: these modules must stay importable alone.
     code = (
-        "import json, sys, nmt.evaluate, nmt.report, nmt.compare; "
+        "import json, sys, nmt.scoring.metrics, nmt.scoring.report, nmt.scoring.compare; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'nmt'))))"
     )
     repo = Path(__file__).resolve().parents[1]
@@ -223,21 +223,12 @@ def test_scoring_and_reporting_do_not_pull_in_torch():
         [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True
     ).stdout
     # (nmt.run_dir, below them, names the reports in a run directory; it needs only the config)
-    assert json.loads(out) == [
-        "nmt",
-        "nmt.bootstrap",
-        "nmt.compare",
-        "nmt.config",
-        "nmt.config.fields",
-        "nmt.config.load",
-        "nmt.config.schema",
-        "nmt.errors",
-        "nmt.evaluate",
-        "nmt.files",
-        "nmt.report",
-        "nmt.run_dir",
-        "nmt.version",
-    ]
+    assert json.loads(out) == sorted(
+        ["nmt", "nmt.config", "nmt.config.fields", "nmt.config.load", "nmt.config.schema"]
+        + ["nmt.errors", "nmt.files", "nmt.run_dir", "nmt.version", "nmt.scoring"]
+        + ["nmt.scoring.bootstrap", "nmt.scoring.compare", "nmt.scoring.metrics"]
+        + ["nmt.scoring.report"]
+    )
 
 
 # ---------------------------------------------------------------------------- bootstrap
@@ -332,7 +323,7 @@ def test_ter_only_when_asked_and_unknown_metrics_are_errors(corpus):
 
 
 def test_comet_is_the_mean_of_its_sentence_scores_per_bucket_with_intervals(corpus):
-    from nmt.evaluate import MeanScore
+    from nmt.scoring.metrics import MeanScore
 
     srcs, hyps, refs = corpus
     sent = [0.1 * i for i in range(len(hyps))]
@@ -350,7 +341,7 @@ def test_comet_needs_a_local_checkpoint_and_the_package(tmp_path, monkeypatch):
     import sys
     import types
 
-    from nmt.comet import comet_scores
+    from nmt.scoring.comet import comet_scores
 
     with pytest.raises(NmtError, match="no such file.*nothing is downloaded"):
         comet_scores(str(tmp_path / "nowhere.ckpt"), ["s"], ["h"], ["r"])

@@ -15,7 +15,7 @@ from nmt.cli import main
 from nmt.config.load import load_config
 from nmt.data.corpus import load_split
 from nmt.jobs import train as train_job
-from nmt.translate import translate_texts
+from nmt.text_translation import translate_texts
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from nmt.export.ctranslate2 import export_ctranslate2, translate_ct2  # noqa: E402

@@ -24,7 +24,7 @@ from nmt.importers.hf import NEVER
 from nmt.jobs import train as train_job
 from nmt.models import build_model
 from nmt.models.transformer import sinusoids
-from nmt.translate import score_pairs, translate_texts
+from nmt.text_translation import score_pairs, translate_texts
 
 transformers = pytest.importorskip("transformers")
 

@@ -55,10 +55,13 @@ STAGES = [
     (
         "decode",
         ["nmt.decode", "nmt.search", "nmt.inference", "nmt.pieces", "nmt.unknown_words"]
-        + ["nmt.translate"],
+        + ["nmt.text_translation"],
     ),
-    ("evaluate", ["nmt.evaluate", "nmt.bootstrap", "nmt.comet", "nmt.alignment"]),
-    ("report", ["nmt.report", "nmt.compare", "nmt.curves"]),
+    (
+        "evaluate",
+        ["nmt.scoring.metrics", "nmt.scoring.bootstrap", "nmt.scoring.comet", "nmt.alignment"],
+    ),
+    ("report", ["nmt.scoring.report", "nmt.scoring.compare", "nmt.scoring.curves"]),
     # the study and the package's lazy `nmt.Translator` run whole jobs: they sit on top
     (
         "jobs",

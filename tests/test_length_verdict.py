@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt.compare import Comparison, length_verdicts
+from nmt.scoring.compare import Comparison, length_verdicts
 
 
 def bucket(lo: int, hi: int | None, bleu: float, ci: tuple[float, float]) -> dict:

@@ -13,7 +13,7 @@ import pytest
 from nmt.checkpoint import load_model
 from nmt.cli import main
 from nmt.jobs import train as train_job
-from nmt.translate import translate_texts
+from nmt.text_translation import translate_texts
 from test_multilingual import config, write_three_way
 
 LANGS = ("a", "c")  # the target languages of b-a and b-c

@@ -19,7 +19,7 @@ from nmt.cli import main
 from nmt.errors import NmtError
 from nmt.importers.hf import import_hf
 from nmt.importers.languages import data_section, source_language
-from nmt.translate import score_pairs, translate_texts
+from nmt.text_translation import score_pairs, translate_texts
 
 transformers = pytest.importorskip("transformers")
 LANGS = ["fra", "ita"]

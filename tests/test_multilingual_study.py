@@ -14,7 +14,7 @@ import yaml
 from nmt.checkpoint import load_model
 from nmt.cli import main
 from nmt.jobs.evaluate import EvalOptions
-from nmt.translate import translate_texts
+from nmt.text_translation import translate_texts
 from test_multilingual import DIRECTIONS, write_three_way
 
 TRAIN = {"max_steps": 8, "lr": 0.003, "log_every": 4, "progress": False, "seed": 7, "threads": 1}

@@ -16,7 +16,7 @@ from nmt.data.corpus import load_split
 from nmt.jobs import train as train_job
 from nmt.models import build_model
 from nmt.models.quantize import quantize_int8
-from nmt.translate import translate_texts
+from nmt.text_translation import translate_texts
 
 MODELS = {
     "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},

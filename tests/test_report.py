@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from nmt.compare import compare_reports, load_comparison, paired, verdicts
 from nmt.errors import NmtError
-from nmt.evaluate import score_report
-from nmt.report import (
+from nmt.scoring.compare import compare_reports, load_comparison, paired, verdicts
+from nmt.scoring.metrics import score_report
+from nmt.scoring.report import (
     BETTER,
     WORSE,
     bleu_by_length_figure,

@@ -27,7 +27,7 @@ from nmt.jobs import train as train_job
 from nmt.models import build_model
 from nmt.models.ensemble import Ensemble
 from nmt.precision import autocast_for, decode_precision
-from nmt.translate import score_pairs, translate_texts
+from nmt.text_translation import score_pairs, translate_texts
 
 MODELS = {
     "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},

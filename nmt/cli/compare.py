@@ -45,8 +45,8 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from nmt.compare import compare_reports
     from nmt.run_dir import RunDir
+    from nmt.scoring.compare import compare_reports
 
     names = [n.strip() for n in a.names.split(",")] if a.names else None
     out = Path(a.out) if a.out else RunDir.compare_beside(a.reports[0])

@@ -22,9 +22,9 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from nmt.curves import curves_table, read_curve, write_curves
     from nmt.errors import NmtError
     from nmt.run_dir import RunDir
+    from nmt.scoring.curves import curves_table, read_curve, write_curves
 
     names = a.names.split(",") if a.names else [None] * len(a.runs)
     if len(names) != len(a.runs):

@@ -155,7 +155,7 @@ def run(a: argparse.Namespace) -> int:
 
 def _print_report(a: argparse.Namespace, scores: dict, report) -> None:
     """One report's scores, constraints and off-target rate, and a comparison if asked."""
-    from nmt.report import format_scores
+    from nmt.scoring.report import format_scores
 
     print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
     if "direction" in scores:
@@ -175,7 +175,7 @@ def _print_report(a: argparse.Namespace, scores: dict, report) -> None:
         print(describe_off_target(scores["off_target"]))
     print(f"report: {report}")
     if a.compare:
-        from nmt.compare import compare_reports
+        from nmt.scoring.compare import compare_reports
 
         table = compare_reports([str(report), *a.compare], report / "compare")
         print(table)

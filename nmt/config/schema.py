@@ -330,7 +330,7 @@ class DecodeConfig:
     )
 
 
-# The sacreBLEU metrics a report can hold (nmt.evaluate builds them).
+# The sacreBLEU metrics a report can hold (nmt.scoring.metrics builds them).
 Metric = Literal["bleu", "chrf", "ter", "bleu_lc"]
 
 

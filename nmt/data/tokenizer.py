@@ -243,7 +243,7 @@ class Tokenizer:
     def for_direction(self, tgt_lang: str, tag: TagMode) -> "Tokenizer":
         """A view of this tokenizer for one direction: its `encode_src` and `encode_tgt` are
         `encode_source` and `encode_target` for `tgt_lang`, so code written for one direction
-        (nmt.translate's translate_texts and score_pairs) runs unchanged. In target mode a
+        (nmt.text_translation's translate_texts and score_pairs) runs unchanged. In target mode a
         caller must still force `target_prefix` (translate_texts does with blank prefixes)."""
         self.tag_id(tgt_lang)
         view = copy.copy(self)  # shares the processors and the tag table

@@ -239,7 +239,7 @@ def translate_ct2(
     limit (sentences grouped by limit), PAD/BOS never generated, empty output allowed. A
     direction's view of a multilingual tokenizer (`Tokenizer.for_direction`) puts its tag on
     the source, or forces it as the target prefix, as the run was trained."""
-    from nmt.translate import encode_inputs  # the one place inputs are truncated
+    from nmt.text_translation import encode_inputs  # the one place inputs are truncated
 
     ids = encode_inputs(tok, texts, cfg.max_input_tokens)
     forced = tok.target_prefix(*tok.direction) if tok.direction else []

@@ -11,7 +11,6 @@ from typing import Optional
 
 import torch
 
-from nmt.bootstrap import DEFAULT_SAMPLES
 from nmt.config import Config, DataConfig
 from nmt.data.constraints_file import constraints_record
 from nmt.data.corpus import load_split, read_lines
@@ -26,7 +25,12 @@ from nmt.data.directions import (
 from nmt.data.language_id import Identifier, default_identifier, off_target
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
-from nmt.evaluate import (
+from nmt.inference import Loaded, load_for_decoding
+from nmt.jobs.translate import warn_missed
+from nmt.models import NMTModel
+from nmt.run_dir import RunDir
+from nmt.scoring.bootstrap import DEFAULT_SAMPLES
+from nmt.scoring.metrics import (
     MeanScore,
     bucket_bounds,
     data_fingerprint,
@@ -34,12 +38,8 @@ from nmt.evaluate import (
     merge_small_buckets,
     score_report,
 )
-from nmt.inference import Loaded, load_for_decoding
-from nmt.jobs.translate import warn_missed
-from nmt.models import NMTModel
-from nmt.run_dir import RunDir
 from nmt.search.constraints import Phrases
-from nmt.translate import Translation, constraints_from_file, translate_through
+from nmt.text_translation import Translation, constraints_from_file, translate_through
 from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")
@@ -147,7 +147,9 @@ def evaluate_loaded(
 ) -> tuple[dict, Path]:
     """`evaluate` with the model loaded; `identified`: the off-target rate's language
     identifier and its name (default: `language_identifier`), loaded once for many directions."""
-    from nmt.report import write_report  # matplotlib: imported only when a report is written
+    from nmt.scoring.report import (
+        write_report,
+    )  # matplotlib: imported only when a report is written
 
     model, meta = m.model, m.meta
     cfg = m.cfg if o.data is None else dataclasses.replace(m.cfg, data=o.data)
@@ -252,7 +254,7 @@ def _scores(
     """The scores report, with COMET from a local checkpoint when one is given."""
     extra, comet_model = None, o.comet_model
     if comet_model:
-        from nmt.comet import comet_scores
+        from nmt.scoring.comet import comet_scores
 
         gpus = int(str(device).startswith("cuda"))
         extra = {
@@ -369,7 +371,7 @@ def _attention_plots(
     piece's own input text (an unknown word keeps its spelling), target pieces without the
     word-boundary marker."""
     from nmt.pieces import display, surfaces
-    from nmt.report import plot_attention
+    from nmt.scoring.report import plot_attention
 
     skip = len(tok.encode_src([""])[0]) - 1  # a source-mode language tag
     made = 0

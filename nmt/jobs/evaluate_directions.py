@@ -16,11 +16,11 @@ import numpy as np
 from nmt.config import Config
 from nmt.data.directions import load_directions
 from nmt.errors import NmtError
-from nmt.evaluate import bucket_label
 from nmt.files import atomic_write
 from nmt.inference import Loaded, load_for_decoding
 from nmt.jobs.evaluate import EvalOptions, evaluate_loaded, language_identifier, report_place
-from nmt.report import LABELS
+from nmt.scoring.metrics import bucket_label
+from nmt.scoring.report import LABELS
 
 SUMMARY = "directions"  # RUN/eval_SPLIT_beamK_directions.{md,json}; REPORT/directions.{md,json}
 

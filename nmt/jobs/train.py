@@ -22,15 +22,15 @@ from nmt.data.directions import direction_tokenizer, load_directions
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
-from nmt.evaluate import score_report
 from nmt.logs import setup_logging
 from nmt.models import NMTModel, build_model
 from nmt.precision import autocast_for, decode_precision, resolve_precision
 from nmt.run_dir import RunDir
+from nmt.scoring.metrics import score_report
+from nmt.text_translation import translate_texts
 from nmt.training.distributed import barrier, cleanup, init
 from nmt.training.finetune import init_optimizer, init_weights, load_parent
 from nmt.training.trainer import Trainer, cpu_has_bf16, resolve_device, seed_everything
-from nmt.translate import translate_texts
 
 log = logging.getLogger("nmt")
 COMPARED_SECTIONS = ("data", "vocab", "model")

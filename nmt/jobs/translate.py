@@ -18,7 +18,7 @@ from nmt.errors import NmtError
 from nmt.files import atomic_write
 from nmt.inference import Loaded, check_nbest, load_for_decoding
 from nmt.search.constraints import Phrases
-from nmt.translate import Translation, constraints_from_file, score_pairs, translate_through
+from nmt.text_translation import Translation, constraints_from_file, score_pairs, translate_through
 from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")

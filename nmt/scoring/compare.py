@@ -15,11 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from nmt.bootstrap import DEFAULT_SAMPLES, DEFAULT_SEED, SIGNIFICANCE
 from nmt.errors import NmtError
-from nmt.evaluate import HIGHER_IS_BETTER, SCORES_FILE, bucket_label, load_scores, paired_tests
-from nmt.report import HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length
 from nmt.run_dir import RunDir
+from nmt.scoring.bootstrap import DEFAULT_SAMPLES, DEFAULT_SEED, SIGNIFICANCE
+from nmt.scoring.metrics import (
+    HIGHER_IS_BETTER,
+    SCORES_FILE,
+    bucket_label,
+    load_scores,
+    paired_tests,
+)
+from nmt.scoring.report import HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length
 
 log = logging.getLogger("nmt")
 COMPARE_PLOT, COMPARE_TABLE, COMPARE_JSON = "compare.png", "compare.md", "compare.json"

@@ -23,7 +23,9 @@ import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
-from nmt.bootstrap import (
+from nmt.config.schema import Metric as MetricName
+from nmt.errors import NmtError
+from nmt.scoring.bootstrap import (
     DEFAULT_SAMPLES,
     DEFAULT_SEED,
     interval,
@@ -31,8 +33,6 @@ from nmt.bootstrap import (
     resample_counts,
     resampled_scores,
 )
-from nmt.config.schema import Metric as MetricName
-from nmt.errors import NmtError
 
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows
 

@@ -19,9 +19,9 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from nmt.bootstrap import SIGNIFICANCE
 from nmt.errors import NmtError
-from nmt.evaluate import HIGHER_IS_BETTER, SCORES_FILE, bucket_label
+from nmt.scoring.bootstrap import SIGNIFICANCE
+from nmt.scoring.metrics import HIGHER_IS_BETTER, SCORES_FILE, bucket_label
 
 HYPS_FILE, SRCS_FILE, REFS_FILE = "hyps.txt", "srcs.txt", "refs.txt"
 PLOT_FILE = "bleu_by_length.png"

@@ -39,12 +39,12 @@ from nmt.config.load import (
     with_absolute_paths,
 )
 from nmt.errors import NmtError
-from nmt.evaluate import load_scores
 from nmt.files import atomic_write, locked
 from nmt.jobs import evaluate as evaluate_job
 from nmt.jobs import train as train_job
 from nmt.logs import setup_logging
 from nmt.run_dir import RunDir
+from nmt.scoring.metrics import load_scores
 from nmt.study.report import write_report
 from nmt.study.scoring import Scoring, check_direction_key, check_model
 

@@ -8,16 +8,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from nmt.compare import (
+from nmt.files import atomic_write
+from nmt.run_dir import RunDir
+from nmt.scoring.compare import (
     comparison_markdown,
     length_verdicts,
     load_comparison,
     paired,
     verdicts,
 )
-from nmt.files import atomic_write
-from nmt.report import merge_note, plot_bleu_by_length
-from nmt.run_dir import RunDir
+from nmt.scoring.report import merge_note, plot_bleu_by_length
 
 if TYPE_CHECKING:
     from nmt.study.scoring import Scoring
