@@ -225,6 +225,7 @@ def test_scoring_and_reporting_do_not_pull_in_torch():
     # (nmt.run_dir, below them, names the reports in a run directory; it needs only the config)
     assert json.loads(out) == sorted(
         ["nmt", "nmt.config", "nmt.config.fields", "nmt.config.load", "nmt.config.schema"]
+        + ["nmt.config.metrics"]  # the metric table: names, labels, directions
         + ["nmt.errors", "nmt.files", "nmt.run_dir", "nmt.version", "nmt.scoring"]
         + ["nmt.scoring.bootstrap", "nmt.scoring.compare", "nmt.scoring.metrics"]
         + ["nmt.scoring.report"]
@@ -318,7 +319,10 @@ def test_ter_only_when_asked_and_unknown_metrics_are_errors(corpus):
     scores = score_report(srcs, hyps, refs, metrics=("bleu", "chrf", "ter"))
     assert scores["ter"] == pytest.approx(sacrebleu.corpus_ter(hyps, [refs]).score)
     assert "ter_signature" in scores and "ter" in format_scores(scores).lower()
-    with pytest.raises(NmtError, match="unknown metric 'comet'"):
+    with pytest.raises(NmtError, match="unknown metric 'blue'; .*did you mean 'bleu'"):
+        score_report(srcs, hyps, refs, metrics=("blue",))
+    # COMET is a row of the table, but its scores come from a model, not from the text
+    with pytest.raises(NmtError, match="'comet' is not computed from hypotheses.*--comet-model"):
         score_report(srcs, hyps, refs, metrics=("comet",))
 
 

@@ -216,6 +216,27 @@ def test_compare_reports_writes_plot_and_table_for_two_runs(tmp_path):
     assert len(tests["buckets"]) == 6
 
 
+def test_compare_keeps_lowercased_bleu_and_comet_when_every_report_holds_them(tmp_path):
+    from nmt.scoring.metrics import MeanScore
+
+    for name, seed in [("a", 0), ("b", 1)]:
+        srcs, hyps, refs = corpus(seed)
+        comet = (MeanScore("comet:m.ckpt"), [0.5 + 0.01 * seed] * len(hyps))
+        scores = score_report(
+            srcs, hyps, refs, metrics=("bleu", "chrf", "bleu_lc"), extra={"comet": comet}
+        )
+        write_report(tmp_path / name, scores, hyps, plot=False, srcs=srcs, refs=refs)
+    table = compare_reports(
+        [str(tmp_path / "a"), str(tmp_path / "b")], tmp_path / "c", n_samples=50
+    )
+    titles = [line for line in table.split("\n") if line.startswith("## ")]
+    assert titles == [f"## {m} by source length" for m in ("BLEU", "chrF", "BLEU (lc)", "COMET")]
+    tests = json.loads((tmp_path / "c" / "compare.json").read_text())["tests"]["b"]
+    assert set(tests["p"]) == {"bleu", "chrf", "bleu_lc"}  # hypotheses rescored; COMET cannot be
+    comet_rows = table_rows(table.split("## COMET by source length\n\n")[1].split("\n\n")[0])
+    assert comet_rows[-1] == ["all", "40", "0.50", "0.51", "-"]  # its scores, no p-value
+
+
 def test_compare_reports_uses_given_names_and_rejects_missing_scores(tmp_path):
     write(tmp_path / "run1", 0)
     table = compare_reports([str(tmp_path / "run1")], tmp_path / "cmp", names=["baseline"])

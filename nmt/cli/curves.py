@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from nmt.config.metrics import early_stop_metrics
+
 
 def register(sub: "argparse._SubParsersAction") -> None:
     c = sub.add_parser(
@@ -15,7 +17,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
         "with a table of each run's best score and when it got there in OUT/curves.md.",
     )
     c.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
-    c.add_argument("--metric", choices=["bleu", "chrf", "loss"], default="bleu")
+    c.add_argument("--metric", choices=list(early_stop_metrics()), default="bleu")
     c.add_argument("--names", help="comma-separated names (default: the run directories' names)")
     c.add_argument("--out", help="output directory (default: RUN/curves of the first run)")
     c.set_defaults(func=run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from typing import Any, Literal, Union
@@ -31,6 +32,16 @@ def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+def did_you_mean(value: Any, choices: Any) -> str:
+    """'; did you mean 'x'?' for the closest of `choices` to a misspelt string, else ''."""
+    if not isinstance(value, str):
+        return ""
+    words = [c for c in choices if isinstance(c, str)]
+    by_case = {c.lower(): c for c in words}  # chrF is chrf
+    close = difflib.get_close_matches(value.lower(), list(by_case), n=1, cutoff=0.6)
+    return f"; did you mean '{by_case[close[0]]}'?" if close else ""
+
+
 def coerce(value: Any, tp: Any, key: str, where: str) -> Any:
     """Check `value` against the annotation `tp`; return it (ints widen to floats)."""
     origin = typing.get_origin(tp)
@@ -47,7 +58,7 @@ def coerce(value: Any, tp: Any, key: str, where: str) -> Any:
         return coerce(value, inner, key, where)
     if origin is Literal:
         if value not in typing.get_args(tp):
-            raise bad()
+            raise NmtError(str(bad()) + did_you_mean(value, typing.get_args(tp)))
         return value
     if origin is list:
         if not isinstance(value, list):

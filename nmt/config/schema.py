@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+from nmt.config.metrics import early_stop_metrics, text_metrics
+
 REQUIRED = dataclasses.MISSING
 RELATIVE_PATHS = (
     "a relative path resolves against the folder of the config file that sets it "
@@ -187,6 +189,12 @@ class ModelConfig:
         """Cross-field checks of this architecture against the whole config (none here)."""
 
 
+# The choices of eval.metrics and train.early_stop_metric, read from the metric table
+# (nmt.config.metrics) when this module is imported: a new row there is a new choice here.
+Metric = Literal[text_metrics()]  # type: ignore[valid-type]
+EarlyStopMetric = Literal[early_stop_metrics()]  # type: ignore[valid-type]
+
+
 @dataclass
 class TrainConfig:
     run_dir: str = opt(
@@ -250,7 +258,7 @@ class TrainConfig:
     valid_max_sentences: int = opt(
         0, "decode at most this many validation sentences for BLEU (0 = all)", lo=0
     )
-    early_stop_metric: Literal["bleu", "chrf", "loss"] = opt(
+    early_stop_metric: EarlyStopMetric = opt(
         "bleu", "metric for best checkpoint, early stopping and plateau"
     )
     patience: int = opt(0, "stop after this many validations without improvement (0 = never)", lo=0)
@@ -328,10 +336,6 @@ class DecodeConfig:
     seed: int = opt(
         1, "sampling: random seed (the same seed, input and batch_tokens give the same samples)"
     )
-
-
-# The sacreBLEU metrics a report can hold (nmt.scoring.metrics builds them).
-Metric = Literal["bleu", "chrf", "ter", "bleu_lc"]
 
 
 @dataclass

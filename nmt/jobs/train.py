@@ -26,7 +26,7 @@ from nmt.logs import setup_logging
 from nmt.models import NMTModel, build_model
 from nmt.precision import autocast_for, decode_precision, resolve_precision
 from nmt.run_dir import RunDir
-from nmt.scoring.metrics import score_report
+from nmt.scoring.metrics import validation_row
 from nmt.text_translation import translate_texts
 from nmt.training.distributed import barrier, cleanup, init
 from nmt.training.finetune import init_optimizer, init_weights, load_parent
@@ -123,13 +123,13 @@ def _valid_batches(cfg: Config, tok: Tokenizer, valid: Valid) -> list:
 def _greedy_scorer(
     cfg: Config, tok: Tokenizer, valid: Valid, device: torch.device
 ) -> Callable[[NMTModel], dict]:
-    """Validation BLEU and chrF: greedy, exactly what `nmt evaluate --beam 1` computes. With
-    directions, each direction's (bleu_de-en, chrf_de-en, ...) and their means (bleu, chrf: what
-    best.pt, early stopping and the plateau schedule follow)."""
+    """The metric table's validation metrics (BLEU, chrF): greedy, exactly what `nmt evaluate
+    --beam 1` computes. With directions, each direction's (bleu_de-en, chrf_de-en, ...) and their
+    means (bleu, chrf: what best.pt, early stopping and the plateau schedule follow)."""
     forced = bool(cfg.data.directions) and cfg.data.tag == "target"
 
     def score(model: NMTModel) -> dict:
-        scores = {}
+        outputs = {}
         # the precision `nmt evaluate` decodes in, so validation BLEU is evaluate's
         with autocast_for(decode_precision(cfg.train.precision, device), device):
             for name, (src, ref) in valid.items():
@@ -139,12 +139,8 @@ def _greedy_scorer(
                 out = translate_texts(
                     model, view, src, cfg.decode, beam=1, nbest=1, device=device, prefixes=prefixes
                 )
-                scores[name] = score_report(src, [t.text for t in out], ref, cfg.eval.buckets)
-        row = {m: float(np.mean([sc[m] for sc in scores.values()])) for m in ("bleu", "chrf")}
-        if cfg.data.directions:
-            for name, sc in scores.items():
-                row.update({f"bleu_{name}": sc["bleu"], f"chrf_{name}": sc["chrf"]})
-        return row
+                outputs[name] = ([t.text for t in out], ref)
+        return validation_row(outputs, per_direction=bool(cfg.data.directions))
 
     return score
 

@@ -15,16 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from nmt.config.metrics import higher_is_better, metric_label, report_metrics, text_metrics
 from nmt.errors import NmtError
 from nmt.run_dir import RunDir
 from nmt.scoring.bootstrap import DEFAULT_SAMPLES, DEFAULT_SEED, SIGNIFICANCE
-from nmt.scoring.metrics import (
-    HIGHER_IS_BETTER,
-    SCORES_FILE,
-    bucket_label,
-    load_scores,
-    paired_tests,
-)
+from nmt.scoring.metrics import SCORES_FILE, bucket_label, load_scores, paired_tests
 from nmt.scoring.report import HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length
 
 log = logging.getLogger("nmt")
@@ -119,7 +114,8 @@ def _read(report: Path, file: str) -> Optional[list[str]]:
 
 
 def paired(comp: Comparison, n_samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> None:
-    """Fill comp.tests: each model against the first, on the metrics both reports hold."""
+    """Fill comp.tests: each model against the first, on the metrics both reports hold that
+    the hypotheses can be scored on again (COMET's sentence scores are not kept: no test)."""
     (first, base), *rest = comp.scores.items()
     srcs, refs = _read(comp.reports[first], SRCS_FILE), _read(comp.reports[first], REFS_FILE)
     hyps_a = _read(comp.reports[first], HYPS_FILE)
@@ -138,7 +134,7 @@ def paired(comp: Comparison, n_samples: int = DEFAULT_SAMPLES, seed: int = DEFAU
                 f"does not hold {len(refs)} lines"
             )
             continue
-        metrics = tuple(m for m in ("bleu", "chrf", "ter") if m in base and m in scores)
+        metrics = tuple(m for m in text_metrics() if m in base and m in scores)
         test = paired_tests(srcs, refs, hyps_a, hyps_b, bounds, metrics, n_samples, seed)
         comp.tests[name] = {**test, "baseline": first, "samples": n_samples, "seed": seed}
 
@@ -166,10 +162,11 @@ def load_comparison(
 
 
 def comparison_markdown(comp: Comparison) -> str:
-    """The BLEU and chrF (and TER) tables by length, with p-values where tests ran."""
-    metrics = [m for m in ("bleu", "chrf", "ter") if all(m in s for s in comp.scores.values())]
+    """A table by length of each metric every report holds (the metric table's order), with
+    p-values where tests ran."""
+    metrics = [m for m in report_metrics() if all(m in s for s in comp.scores.values())]
     parts = [
-        f"## {m.upper() if m != 'chrf' else 'chrF'} by source length\n\n"
+        f"## {metric_label(m)} by source length\n\n"
         + bucket_table(comp.scores, m, comp.tests or None)
         for m in metrics
     ]
@@ -229,14 +226,14 @@ def verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
             if p is None:
                 continue
             if p < SIGNIFICANCE:
-                better = mine > theirs if HIGHER_IS_BETTER[metric] else mine < theirs
+                better = mine > theirs if higher_is_better(metric) else mine < theirs
                 verdict = "beats" if better else "is beaten by"
                 what = f"{name} {verdict} {first} significantly"
             else:
                 what = f"no significant difference between {name} and {first}"
             lines.append(
                 f"- {bucket_label(b['lo'], b['hi'])} words (n={b['n']}): {what} "
-                f"({metric.upper() if metric != 'chrf' else 'chrF'} {mine:.2f} vs "
+                f"({metric_label(metric)} {mine:.2f} vs "
                 f"{theirs:.2f}, p = {p:.3f})"
             )
     return lines

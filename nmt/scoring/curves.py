@@ -13,11 +13,19 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from nmt.config.metrics import METRICS, higher_is_better, metric_label
 from nmt.errors import NmtError
 from nmt.run_dir import RunDir
 
 CURVES_PLOT, CURVES_TABLE = "curves.png", "curves.md"
-LABELS = {"bleu": "validation BLEU (greedy)", "chrf": "validation chrF", "loss": "validation loss"}
+
+
+def axis_label(metric: str) -> str:
+    """The plot's axis: 'validation BLEU (greedy)', 'validation loss' (validation decodes
+    greedily)."""
+    row = METRICS.get(metric)
+    greedy = " (greedy)" if row is not None and row.from_text else ""
+    return f"validation {metric_label(metric)}{greedy}"
 
 
 @dataclass
@@ -56,7 +64,7 @@ def read_curve(run: str | Path, metric: str = "bleu", name: str | None = None) -
 
 def curves_table(curves: list[Curve], metric: str = "bleu") -> str:
     """Per run: its best validation score, at which step and training minute, and its last."""
-    best = min if metric == "loss" else max
+    best = max if higher_is_better(metric) else min
     lines = [
         f"| run | validations | best {metric} | at step | at minute | last step | minutes |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -79,9 +87,9 @@ def write_curves(curves: list[Curve], out_dir: str | Path, metric: str = "bleu")
     for c in curves:
         ax.plot(c.minutes, c.values, marker="o", markersize=3, label=c.name)
     ax.set_xlabel("training minutes")
-    ax.set_ylabel(LABELS.get(metric, metric))
+    ax.set_ylabel(axis_label(metric))
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right" if metric != "loss" else "upper right")
+    ax.legend(loc="lower right" if higher_is_better(metric) else "upper right")
     fig.tight_layout()
     FigureCanvasAgg(fig).print_png(str(out / CURVES_PLOT))
     (out / CURVES_TABLE).write_text(curves_table(curves, metric), encoding="utf-8")

@@ -1,9 +1,11 @@
-"""Scoring: sacreBLEU corpus BLEU, chrF (and TER), each by source length with bootstrap
-intervals; paired significance tests between two systems; reading scores.json back.
+"""Scoring: the metric table's scores (sacreBLEU BLEU, chrF, TER, ... and COMET from sentence
+scores), each by source length with bootstrap intervals; paired significance tests between two
+systems; training's validation scores; reading scores.json back.
 
 Works on plain strings only (detokenised hypotheses and references), so it never depends on
-models or data code. BLEU uses sacreBLEU's defaults (13a tokenisation, exp smoothing) and every
-score is stored with its signature, so numbers are comparable across papers and runs. Every
+models or data code. What a metric is (its sacreBLEU class and options, its direction) is its row
+in `nmt.config.metrics`; sacreBLEU's defaults (13a tokenisation, exp smoothing) apply otherwise and
+every score is stored with its signature, so numbers are comparable across papers and runs. Every
 score comes from sentence-level sufficient statistics summed over the sentences it covers, the way
 sacreBLEU computes a corpus score, so buckets and bootstrap resamples cost one extraction.
 
@@ -16,14 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import typing
 from pathlib import Path
 
 import numpy as np
-from sacrebleu.metrics import BLEU, CHRF, TER
+import sacrebleu.metrics
 from sacrebleu.metrics.base import Metric
 
-from nmt.config.schema import Metric as MetricName
+from nmt.config.fields import did_you_mean
+from nmt.config.metrics import (
+    METRICS,
+    SACREBLEU,
+    SENTENCES,
+    report_metrics,
+    text_metrics,
+    validation_metrics,
+)
 from nmt.errors import NmtError
 from nmt.scoring.bootstrap import (
     DEFAULT_SAMPLES,
@@ -37,7 +46,8 @@ from nmt.scoring.bootstrap import (
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows
 
 SCORES_FILE = "scores.json"
-REQUIRED_KEYS = ("bleu", "chrf", "signature", "n", "buckets")
+# and a score of at least one metric of the table: a report of --metrics ter holds no BLEU
+REQUIRED_KEYS = ("n", "buckets")
 
 
 def _check_parallel(hyps: list[str], refs: list[str], srcs: list[str] | None = None) -> None:
@@ -47,20 +57,29 @@ def _check_parallel(hyps: list[str], refs: list[str], srcs: list[str] | None = N
         raise NmtError(f"cannot score: {len(srcs)} sources but {len(hyps)} hypotheses")
 
 
-# sacreBLEU metrics a report can hold (the config's eval.metrics names them); TER: lower is better.
-# bleu_lc is BLEU with sacreBLEU's -lc, the scoring of anchors that lowercase.
-METRICS: tuple[str, ...] = typing.get_args(MetricName)
-HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False, "bleu_lc": True}
 DEFAULT_METRICS = ("bleu", "chrf")
 
 
 def make_metric(name: str) -> Metric:
-    """A sacreBLEU metric with its default settings (the ones the signature records)."""
-    if name not in METRICS:
-        raise NmtError(f"unknown metric '{name}'; expected one of {', '.join(METRICS)}")
-    if name == "bleu_lc":
-        return BLEU(lowercase=True)
-    return {"bleu": BLEU, "chrf": CHRF, "ter": TER}[name]()
+    """The sacreBLEU metric of a row of the metric table, built with the row's options (the
+    settings its signature records)."""
+    row = METRICS.get(name)
+    if row is None:
+        known = text_metrics()
+        raise NmtError(
+            f"unknown metric '{name}'; expected one of {', '.join(known)}"
+            + did_you_mean(name, known)
+        )
+    if not row.from_text:
+        raise NmtError(
+            f"metric '{name}' is not computed from hypotheses and references alone"
+            + (
+                " (a model gives its sentence scores: --comet-model)"
+                if row.scorer == SENTENCES
+                else ""
+            )
+        )
+    return getattr(sacrebleu.metrics, row.scorer.removeprefix(SACREBLEU))(**row.options)
 
 
 def sentence_stats(metric: Metric, hyps: list[str], refs: list[str]) -> np.ndarray:
@@ -106,6 +125,8 @@ def _all_stats(
         name: (m, sentence_stats(m, hyps, refs)) for name in metrics for m in [make_metric(name)]
     }
     for name, (metric, scores) in (extra or {}).items():
+        if name not in METRICS or METRICS[name].scorer != SENTENCES:
+            raise NmtError(f"'{name}' has no row of sentence scores in the metric table")
         if len(scores) != len(hyps):
             raise NmtError(f"cannot score: {len(scores)} {name} scores for {len(hyps)} hypotheses")
         out[name] = (metric, MeanScore.stats(scores))
@@ -126,6 +147,21 @@ def corpus_scores(
     """Corpus BLEU and chrF (and TER if asked) of `hyps` against one reference each, with
     sacreBLEU signatures."""
     return _corpus(_all_stats(hyps, refs, metrics))
+
+
+def validation_row(
+    outputs: dict[str, tuple[list[str], list[str]]], per_direction: bool = False
+) -> dict:
+    """Training's validation scores from each direction's (hypotheses, references): every
+    validation metric of the table, its mean over the directions under its own name (what best.pt,
+    early stopping and the plateau schedule follow) and with `per_direction` METRIC_DIRECTION."""
+    names = validation_metrics()
+    scores = {d: corpus_scores(hyps, refs, names) for d, (hyps, refs) in outputs.items()}
+    row = {m: float(np.mean([s[m] for s in scores.values()])) for m in names}
+    if per_direction:
+        for d, s in scores.items():
+            row.update({f"{m}_{d}": s[m] for m in names})
+    return row
 
 
 def bucket_bounds(bounds: list[int]) -> list[tuple[int, int | None]]:
@@ -265,8 +301,13 @@ def load_scores(report_dir: str | os.PathLike) -> dict:
         raise NmtError(f"no scores file at {path} (run evaluation first)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise NmtError(f"cannot read scores file {path}: {e}") from None
-    if not isinstance(scores, dict) or any(k not in scores for k in REQUIRED_KEYS):
+    if (
+        not isinstance(scores, dict)
+        or any(k not in scores for k in REQUIRED_KEYS)
+        or not any(m in scores for m in report_metrics())
+    ):
         raise NmtError(
-            f"scores file {path} is not a scores report (needs keys {', '.join(REQUIRED_KEYS)})"
+            f"scores file {path} is not a scores report (needs keys {', '.join(REQUIRED_KEYS)} "
+            f"and a score: {', '.join(report_metrics())})"
         )
     return scores

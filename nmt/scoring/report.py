@@ -19,13 +19,13 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from nmt.config.metrics import higher_is_better, metric_label, report_metrics
 from nmt.errors import NmtError
 from nmt.scoring.bootstrap import SIGNIFICANCE
-from nmt.scoring.metrics import HIGHER_IS_BETTER, SCORES_FILE, bucket_label
+from nmt.scoring.metrics import SCORES_FILE, bucket_label
 
 HYPS_FILE, SRCS_FILE, REFS_FILE = "hyps.txt", "srcs.txt", "refs.txt"
 PLOT_FILE = "bleu_by_length.png"
-LABELS = {"bleu": "BLEU", "bleu_lc": "BLEU (lc)", "chrf": "chrF", "ter": "TER", "comet": "COMET"}
 # Significance marks (tables and plots): which way a model differs from the first, not only that.
 BETTER, WORSE = "▲", "▼"
 
@@ -70,7 +70,7 @@ def significance_mark(
     lower TER is better), else ''."""
     if p is None or p >= SIGNIFICANCE or mine is None or theirs is None or mine == theirs:
         return ""
-    return BETTER if (mine > theirs) == HIGHER_IS_BETTER.get(metric, True) else WORSE
+    return BETTER if (mine > theirs) == higher_is_better(metric) else WORSE
 
 
 def _fmt_p(p: Optional[float], mark: str = "") -> str:
@@ -123,7 +123,9 @@ def bucket_table(
     names = list(scores_by_model)
     header = ["source words", "n"]
     for i, name in enumerate(names):
-        header.append(name if metric == "bleu" or len(names) == 1 else f"{name} {LABELS[metric]}")
+        header.append(
+            name if metric == "bleu" or len(names) == 1 else f"{name} {metric_label(metric)}"
+        )
         if tests and i > 0:
             header.append(f"p ({name})")
 
@@ -163,8 +165,8 @@ def metrics_table(scores: dict) -> str:
     """One model's table: a row per non-empty bucket (and 'all'), a column per metric."""
     ranges = _buckets({"m": scores})
     shown, dropped = shown_buckets({"m": scores})
-    metrics = [m for m in LABELS if m in scores]
-    header = ["source words", "n", *(LABELS[m] for m in metrics)]
+    metrics = [m for m in report_metrics() if m in scores]
+    header = ["source words", "n", *(metric_label(m) for m in metrics)]
     rows = [
         [
             bucket_label(*ranges[k]),
@@ -247,7 +249,7 @@ def bleu_by_length_figure(
         + (f"; empty, not shown: {', '.join(dropped)}" if dropped else "")
     )
     ax.set_ylabel(
-        LABELS.get(metric, metric) + (" (95% bootstrap interval)" if first.get("bootstrap") else "")
+        metric_label(metric) + (" (95% bootstrap interval)" if first.get("bootstrap") else "")
     )
     ax.margins(x=0.1)
     ax.grid(True, alpha=0.4)
@@ -388,12 +390,12 @@ def write_report(
 def format_scores(scores: dict) -> str:
     """Human-readable scores: each metric with its interval and signature, then the table."""
     lines = []
-    for m, label in LABELS.items():
+    for m in report_metrics():
         if m in scores:
             ci = scores.get(f"{m}_ci")
             sig = scores.get("signature" if m == "bleu" else f"{m}_signature", "?")
             interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-            lines.append(f"{label} = {scores[m]:.2f}{interval} (signature {sig})")
+            lines.append(f"{metric_label(m)} = {scores[m]:.2f}{interval} (signature {sig})")
     text = "\n".join(lines) + "\n"
     if scores.get("buckets"):
         text += "\n" + metrics_table(scores) + merge_note(scores)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from nmt.config.metrics import metric_label, report_metrics
 from nmt.files import atomic_write
 from nmt.run_dir import RunDir
 from nmt.scoring.compare import (
@@ -24,18 +25,15 @@ if TYPE_CHECKING:
 
 
 def _models_table(configs: dict[str, Any], results: dict, existing: list[str]) -> list[str]:
-    """Each model's size, steps, training time and scores, and which models the study did not
-    train or stopped before their step budget."""
-    lines = [
-        "| model | params | steps | train minutes | BLEU | chrF |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
+    """Each model's size, steps, training time and scores (each metric every model has), and
+    which models the study did not train or stopped before their step budget."""
+    metrics = [m for m in report_metrics() if all(m in r for r in results.values())]
+    head = ["model", "params", "steps", "train minutes", *map(metric_label, metrics)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for name, r in results.items():
         minutes = "-" if r["train_seconds"] is None else f"{r['train_seconds'] / 60:.1f}"
-        lines.append(
-            f"| {name} | {r['params']:,} | {r['steps']:,} | {minutes} | {r['bleu']:.2f} | "
-            f"{r['chrf']:.2f} |"
-        )
+        cells = [name, f"{r['params']:,}", f"{r['steps']:,}", minutes]
+        lines.append("| " + " | ".join(cells + [f"{r[m]:.2f}" for m in metrics]) + " |")
     if existing:
         said = "; ".join(f"{n} ({results[n]['stop_reason']})" for n in existing)
         lines += ["", f"Scored, not trained by this study: {said}."]

@@ -20,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from nmt.config import Config, TrainConfig
+from nmt.config.metrics import higher_is_better
 from nmt.data.batching import Batch, BucketBatcher
 from nmt.data.heap import bound_kernel_cache, keep_freed_memory
 from nmt.data.tokenizer import Tokenizer
@@ -51,8 +52,8 @@ __all__ = ["Trainer", "Progress", "autocast_for", "cpu_has_bf16", "peak_memory_m
 __all__ += ["resolve_device", "seed_everything", "loss_fn"]
 
 log = logging.getLogger("nmt")
-# Validation extras (BLEU, chrF) are computed by a function the caller passes in, so training
-# never imports decoding or metrics (data flows one way).
+# Validation extras (the metric table's validation metrics) are computed by a function the caller
+# passes in, so training never imports decoding or scoring (data flows one way).
 ScoreFn = Callable[[NMTModel], dict]
 
 
@@ -205,8 +206,9 @@ class Trainer:
         """Validate (rank 0), update the best score and the schedule, log the row (with the
         training seconds so far, summed over resumes); whether this is a new best."""
         row = self.validate()
-        metric = row.get(self.tc.early_stop_metric, row["loss"])
-        hib = self.tc.early_stop_metric != "loss" and self.tc.early_stop_metric in row
+        # without a score (no score function) the loss stands in, and lower loss is better
+        name = self.tc.early_stop_metric if self.tc.early_stop_metric in row else "loss"
+        metric, hib = row[name], higher_is_better(name)
         improved = self.p.best is None or (metric > self.p.best if hib else metric < self.p.best)
         if improved:
             self.p.best, self.p.bad_validations = metric, 0
