@@ -7,9 +7,10 @@
     t.translate("Ein Hund rennt.")                           # one string in, one string out
     t.translate("Ein Hund rennt.", constraints=["dog"])      # phrases the translation must hold
     t.translate("Ein Hund rennt.", tgt_lang="fr")            # a multilingual model: required
+    t.translate("Ein Hund rennt.", tgt_lang="fr", pivot="en")  # two passes: de -> en -> fr
 
-Built on `nmt.inference.load_for_decoding` and `nmt.text_translation.translate_texts`, the code `nmt
-translate` runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
+Built on `nmt.inference.load_for_decoding` and `nmt.text_translation.translate_through`, the code
+`nmt translate` runs, so the same checkpoint and settings give the same text. `nmt serve` shares it.
 """
 
 from __future__ import annotations
@@ -20,15 +21,22 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, overload
 
+from nmt.config import DecodeConfig
 from nmt.config.load import with_decode_options
 from nmt.data.constraints_file import from_value, missed_message
-from nmt.data.directions import check_target, source_languages, target_languages, target_tokenizer
+from nmt.data.directions import (
+    check_target,
+    route,
+    source_languages,
+    target_languages,
+    target_tokenizer,
+)
 from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.errors import NmtError
-from nmt.inference import Loaded, check_nbest, load_for_decoding
+from nmt.inference import Loaded, decode_settings, load_for_decoding
 from nmt.run_dir import RunDir
 from nmt.search.constraints import Phrases
-from nmt.text_translation import encode_constraints, translate_texts
+from nmt.text_translation import encode_constraints, translate_through
 from nmt.unknown_words import describe_unknown, unknown_words
 
 
@@ -185,6 +193,7 @@ class Translator:
         sampling: Optional[Sampling] = None,
         constraints: Optional[list[str] | dict] = None,
         tgt_lang: Optional[str] = None,
+        pivot: Optional[str] = None,
     ) -> TranslationResult: ...
 
     @overload
@@ -200,6 +209,7 @@ class Translator:
         sampling: Optional[Sampling] = None,
         constraints: Optional[Sequence[Optional[list[str] | dict]]] = None,
         tgt_lang: Optional[str] = None,
+        pivot: Optional[str] = None,
     ) -> list[TranslationResult]: ...
 
     def translate(
@@ -214,6 +224,7 @@ class Translator:
         sampling: Optional[Sampling] = None,
         constraints: Any = None,
         tgt_lang: Optional[str] = None,
+        pivot: Optional[str] = None,
     ) -> TranslationResult | list[TranslationResult]:
         """One result per text, in order (blank texts give empty results); a single string
         gives its one result itself, a string, not a list (a string is not taken as a list of
@@ -229,36 +240,66 @@ class Translator:
         (only where the length limit left no room, with a warning), None without constraints.
 
         `tgt_lang`: the language to translate into, required for a multilingual model (one of
-        `info.target_languages`); a one-direction model takes its own or None."""
+        `info.target_languages`); a one-direction model takes its own or None. `pivot`: a
+        language of a multilingual model to translate through, as `nmt translate --pivot`
+        does: texts -> pivot, then pivot -> tgt_lang (two passes of the model, for a direction
+        it was not trained on); not with `alignment` or `constraints`, since the second pass
+        reads the pivot text, whose pieces the results' `src_pieces` are."""
         if isinstance(texts, str):
             args = (beam, nbest, alignment, attention_layer, attention_head, batch_tokens, sampling)
-            return self.translate(
-                [texts], *args, None if constraints is None else [constraints], tgt_lang
-            )[0]
+            one = None if constraints is None else [constraints]
+            return self.translate([texts], *args, one, tgt_lang, pivot)[0]
         texts = list(texts)
-        tok = self.tokenizer(tgt_lang)
-        beam = self.cfg.decode.beam if beam is None else beam
-        check_nbest(beam, nbest, sampling is not None)
-        dcfg = self._decode_config(batch_tokens, sampling)
+        passes = self.passes(tgt_lang, pivot)
+        decode = self.decode_config(beam, nbest, batch_tokens, sampling)
+        check_pivot_options(pivot, alignment, constraints)
         pos, neg = self.encode_constraints(texts, constraints, sampling, tgt_lang=tgt_lang)
-        warnings = self._warnings(texts, tok)
+        warnings = self._warnings(texts, passes[0])
         with self._attention_view(attention_layer, attention_head, alignment):
             with self.loaded.autocast():
-                out = translate_texts(
+                out = translate_through(
                     self.model,
-                    tok,
+                    passes,
                     texts,
-                    dcfg,
-                    beam=beam,
-                    nbest=nbest,
+                    decode,
+                    where="request",
                     return_attn=alignment,
                     device=self.device,
-                    where="request",
                     positive=pos,
                     negative=neg,
                 )
         given = [0] * len(texts) if pos is None else list(map(len, pos))
         return [self._result(*args, alignment) for args in zip(out, warnings, given)]
+
+    def passes(
+        self, tgt_lang: Optional[str] = None, pivot: Optional[str] = None
+    ) -> list[Tokenizer]:
+        """One tokenizer per decoding pass into `tgt_lang`: `tokenizer(tgt_lang)`, or through
+        `pivot` the pivot's then the target's (`nmt translate --pivot`'s route), every language
+        checked first in errors that name `tgt_lang` or `pivot`."""
+        tok = self.tokenizer(tgt_lang)
+        if pivot is None:
+            return [tok]
+        return route(self.cfg.data, self.tok, tgt_lang, pivot=pivot, pivot_field="pivot")
+
+    def decode_config(
+        self,
+        beam: Optional[int] = None,
+        nbest: int = 1,
+        batch_tokens: Optional[int] = None,
+        sampling: Optional[Sampling] = None,
+    ) -> DecodeConfig:
+        """The decode settings of one call (see `translate`): the checkpoint's decode.* with the
+        call's batch_tokens and sampling (checked as the config's), beam (default: decode.beam)
+        and nbest, made and checked once (`nmt.decode.decode_settings`)."""
+        options = {} if sampling is None else {"sample": True, **asdict(sampling)}
+        if batch_tokens is not None:
+            options["batch_tokens"] = batch_tokens
+        options = {k: v for k, v in options.items() if v is not None}
+        decode = self.cfg.decode
+        if options:
+            decode = with_decode_options(replace(self.cfg), options, "the request").decode
+        return decode_settings(decode, beam, nbest)
 
     def encode_constraints(
         self,
@@ -307,16 +348,6 @@ class Translator:
             unmet,
         )
 
-    def _decode_config(self, batch_tokens: Optional[int], sampling: Optional[Sampling]):
-        """The checkpoint's decode settings with this call's, checked as the config's."""
-        options = {} if sampling is None else {"sample": True, **asdict(sampling)}
-        if batch_tokens is not None:
-            options["batch_tokens"] = batch_tokens
-        options = {k: v for k, v in options.items() if v is not None}
-        if not options:
-            return self.cfg.decode
-        return with_decode_options(replace(self.cfg), options, "the request").decode
-
     def _warnings(self, texts: list[str], tok: Tokenizer) -> list[list[str]]:
         """Per text, its truncation (counted as `tok` encodes it) and unknown-word warnings."""
         pairs = zip(self._truncation_warnings(texts, tok), self._unknown_warnings(texts))
@@ -349,6 +380,13 @@ class Translator:
             yield
         finally:
             self.model.attn_layer, self.model.attn_head = old
+
+
+def check_pivot_options(pivot: Optional[str], alignment: bool, constraints: Any) -> None:
+    """What a pivot cannot give: the last pass reads the pivot text, so its attention and its
+    length limits are not the input's (as `nmt translate --pivot` refuses them)."""
+    if pivot is not None and (alignment or constraints is not None):
+        raise NmtError("alignment and constraints cannot be used with pivot")
 
 
 def _valid_bleu(checkpoint: Path, step: int) -> Optional[float]:

@@ -8,6 +8,7 @@ finished hypotheses by the GNMT length-normalised score (`nmt.search.hypotheses`
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 import torch
@@ -29,6 +30,22 @@ if TYPE_CHECKING:
     from nmt.models.base import NMTModel
 
 
+def decode_settings(
+    cfg: DecodeConfig, beam: Optional[int] = None, nbest: Optional[int] = None, name: str = "nbest"
+) -> DecodeConfig:
+    """`cfg` with a caller's beam and nbest, checked once by the n-best rule (`check_nbest`):
+    where every front end (translate, evaluate, `Translator`, the server) fills its defaults.
+    A beam of None is cfg's; an nbest of None is cfg's, at most the beam when searching. `name`
+    is nbest as the caller's user spells it (--nbest, nbest). Neither given: cfg as it is."""
+    if beam is None and nbest is None:
+        return cfg
+    beam = cfg.beam if beam is None else beam
+    if nbest is None:
+        nbest = cfg.nbest if cfg.sample else min(cfg.nbest, beam)
+    check_nbest(beam, nbest, cfg.sample, name)
+    return replace(cfg, beam=beam, nbest=nbest)
+
+
 def decode_batch(
     model: "NMTModel",
     src: Tensor,
@@ -41,16 +58,18 @@ def decode_batch(
     sampler: Optional[Sampler] = None,
     constraints: Optional[Constraints] = None,
 ) -> list[list[Hypothesis]]:
-    """Greedy search for beam 1, beam search otherwise, `nbest` samples with a sampler;
-    alpha and length limits from cfg. With `constraints`, beam search for every beam (beam 1
-    too: greedy search cannot keep a phrase for later) and no greedy floor."""
+    """Greedy search for beam 1, beam search otherwise, nbest samples with a sampler; beam,
+    nbest, alpha and length limits from cfg (`beam` and `nbest`, if given, replace cfg's: see
+    `decode_settings`). With `constraints`, beam search for every beam (beam 1 too: greedy
+    search cannot keep a phrase for later) and no greedy floor."""
     lengths = dict(
         max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, alpha=cfg.alpha, return_attn=return_attn
     )
     if sampler is not None and constraints is not None:
         raise NmtError("constraints need beam search: sampling cannot honour them")
-    if sampler is not None:
-        n = cfg.nbest if nbest is None else nbest
+    cfg = decode_settings(cfg, beam, nbest)
+    if sampler is not None:  # made from cfg.sample, so cfg.nbest is the number of samples
+        n = cfg.nbest
         rows = torch.arange(src.size(0), device=src.device).repeat_interleave(n)
         with torch.inference_mode(), eval_mode(model):
             drawn = greedy_search(
@@ -62,18 +81,15 @@ def decode_batch(
                 sampler=sampler,
             )
         return [[h for (h,) in drawn[i * n : (i + 1) * n]] for i in range(src.size(0))]
-    beam = cfg.beam if beam is None else beam
-    nbest = min(cfg.nbest, beam) if nbest is None else nbest
-    check_nbest(beam, nbest)
     with torch.inference_mode(), eval_mode(model):
-        if beam == 1 and constraints is None:
+        if cfg.beam == 1 and constraints is None:
             return greedy_search(model, src, src_mask, **lengths, rules=rules)
         beams = beam_search(
             model,
             src,
             src_mask,
-            beam=beam,
-            nbest=nbest,
+            beam=cfg.beam,
+            nbest=cfg.nbest,
             rules=rules,
             early_stop=cfg.early_stop,
             constraints=constraints,
@@ -86,7 +102,7 @@ def decode_batch(
     # (mostly when hypotheses run into the length limit). Offering the greedy hypothesis as one
     # more candidate costs a greedy pass (a fifth of beam 5's time) and guarantees beam >= greedy
     # in model score.
-    return [_merge(hs, g, nbest) for hs, (g,) in zip(beams, greedy)]
+    return [_merge(hs, g, cfg.nbest) for hs, (g,) in zip(beams, greedy)]
 
 
 def _merge(hyps: list[Hypothesis], extra: Hypothesis, nbest: int) -> list[Hypothesis]:
@@ -109,12 +125,14 @@ def translate_ids(
     negative_constraints: Optional[Phrases] = None,
 ) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
+    cfg says how (`beam` and `nbest`, if given, replace its own: see `decode_settings`).
 
     `prefixes[i]` (target ids, no EOS) starts sentence i's output; `positive_constraints[i]`
     (phrases of target ids) must appear in it and `negative_constraints[i]` must not
     (`nmt.search.constraints`); cfg.sample draws cfg.nbest samples per sentence, reproducibly
     for the same seed, input and batch_tokens."""
     _check_lines(model, src_ids, prefixes, positive_constraints, negative_constraints)
+    cfg = decode_settings(cfg, beam, nbest)
     sampler = Sampler.from_config(cfg, device) if cfg.sample else None
     lengths = [len(s) for s in src_ids]
     order = sorted(range(len(src_ids)), key=lambda i: -lengths[i])  # longest first
@@ -131,7 +149,14 @@ def translate_ids(
             rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device)
             cons = _constraints(model, batch, positive_constraints, negative_constraints, device)
             hyps = decode_batch(
-                model, src, mask, cfg, beam, nbest, return_attn, rules, sampler, cons
+                model,
+                src,
+                mask,
+                cfg,
+                return_attn=return_attn,
+                rules=rules,
+                sampler=sampler,
+                constraints=cons,
             )
             for i, h in zip(batch, hyps):
                 results[i] = h

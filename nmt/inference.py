@@ -4,7 +4,8 @@
 load through `load_for_decoding`, so they agree on the default device (the run's training device
 where this machine has it, else the CPU), on precision (`nmt.precision.decode_precision` unless
 asked otherwise), on int8, on ensembles (several checkpoints decode as one model) and on the
-error text of each mistake. The n-best rule they check is `nmt.search.hypotheses.check_nbest`.
+error text of each mistake. Each of them makes its call's decode settings (the run's decode.*
+with the caller's beam and nbest) once, with `decode_settings`, and hands them down whole.
 """
 
 from __future__ import annotations
@@ -19,17 +20,17 @@ from nmt.checkpoint import load_models
 from nmt.config import Config
 from nmt.config.load import with_decode_options
 from nmt.data.tokenizer import Tokenizer
+from nmt.decode import decode_settings
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.models.onednn import for_cpu_decoding
 from nmt.models.quantize import check_int8_device, quantize_int8
 from nmt.precision import DTYPES, decode_precision
-from nmt.search.hypotheses import check_nbest
 
 PRECISIONS = tuple(DTYPES)
 Target = str | Path | Sequence[str | Path]
 
-__all__ = ["Loaded", "check_nbest", "decoding_device", "load_for_decoding", "PRECISIONS"]
+__all__ = ["Loaded", "decode_settings", "decoding_device", "load_for_decoding", "PRECISIONS"]
 
 
 @dataclass

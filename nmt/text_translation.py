@@ -9,7 +9,7 @@ module needs no metric library, so `nmt translate` does not import one.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import torch
@@ -17,7 +17,7 @@ import torch
 from nmt.config import DecodeConfig
 from nmt.data.constraints_file import LineConstraints, encode_line, read_constraints
 from nmt.data.tokenizer import EOS, Tokenizer
-from nmt.decode import translate_ids
+from nmt.decode import decode_settings, translate_ids
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel
 from nmt.search.constraints import Phrases
@@ -67,7 +67,8 @@ def translate_texts(
     positive: Optional[Phrases] = None,
     negative: Optional[Phrases] = None,
 ) -> list[Translation]:
-    """One Translation per input line, in order; blank lines give empty translations.
+    """One Translation per input line, in order; blank lines give empty translations. cfg says
+    how to decode (`beam` and `nbest`, if given, replace its own: see `decode_settings`).
 
     `prefixes[i]` (target text) starts line i's translation; blank prefixes force nothing.
     `positive[i]`/`negative[i]` (target ids, from `encode_constraints`) must / must not appear
@@ -75,17 +76,16 @@ def translate_texts(
     direction view (`Tokenizer.for_direction`) forces its tag: blank prefixes where none given."""
     if prefixes is None and tok.direction is not None and tok.direction[1] == "target":
         prefixes = [""] * len(texts)
+    cfg = decode_settings(cfg, beam, nbest)
     ids = encode_inputs(tok, texts, cfg.max_input_tokens, where)
     live = [i for i, t in enumerate(texts) if t.strip()]
-    k = nbest or 1  # blank inputs still give k (empty) hypotheses, like every other line
+    k = cfg.nbest  # blank inputs still give k (empty) hypotheses, like every other line
     out = [Translation("", [""] * k, [0.0] * k, None, tok.src_pieces(s)) for s in ids]
     for group, pos, neg in _constraint_groups(live, len(texts), positive, negative):
         hyps = translate_ids(
             model,
             [ids[i] for i in group],
             cfg,
-            beam=beam,
-            nbest=nbest,
             return_attn=return_attn,
             device=device,
             progress=progress,
@@ -111,12 +111,13 @@ def translate_through(
 ) -> list[Translation]:
     """`translate_texts` once per tokenizer of `passes` (`nmt.data.directions.route`): through
     a pivot, src -> pivot -> tgt with the same model, each pass reading the one before. The
-    earlier passes keep the same beam, device and progress but only their best hypothesis;
-    every other option (nbest, prefixes, constraints, attention) is the last pass's."""
-    first = {k: v for k, v in options.items() if k in ("beam", "device", "progress")}
+    earlier passes decode as cfg says, on the same device and with the same progress bar, but
+    keep only their best hypothesis; every other option (prefixes, constraints, attention) and
+    cfg's nbest are the last pass's."""
+    first = {k: v for k, v in options.items() if k in ("device", "progress")}
     via: Optional[list[str]] = None
     for tok in passes[:-1]:
-        mid = translate_texts(model, tok, texts, cfg, nbest=1, where=where, **first)
+        mid = translate_texts(model, tok, texts, replace(cfg, nbest=1), where=where, **first)
         via = texts = [t.text for t in mid]
         where = f"{where} (pivot text)"
     out = translate_texts(model, passes[-1], texts, cfg, where=where, **options)

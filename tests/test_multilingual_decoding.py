@@ -8,11 +8,15 @@ models only.
 
 The toy corpus has three languages with disjoint words: b respells a's words (reversed, then
 'o'), c writes them reversed behind a 'k'. A stub identifier reads them by their spelling;
-`langid` itself is tested on real English, French and German sentences."""
+`langid` itself is tested on real English, French and German sentences. `Translator.translate(
+pivot=...)` and the server's `pivot` field translate through a pivot as `nmt translate --pivot`
+does; `nmt evaluate` takes the directions from the run, whatever data it scores on."""
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -355,6 +359,24 @@ def test_the_evaluation_job_takes_any_identifier(runs):
     assert scores["off_target"]["share"] == 1.0 and scores["off_target"]["identifier"] == "count"
 
 
+def test_evaluate_takes_the_directions_from_the_run_not_the_data_it_scores_on(runs, tmp_path):
+    """A study scores a run on its own data section (EvalOptions.data): one direction's section
+    over the same files still decodes the multilingual model into that direction, with its tag."""
+    from nmt.jobs.evaluate import EvalOptions, evaluate
+    from nmt.run_dir import RunDir
+
+    run = runs["source"]
+    one_way = replace(RunDir(run).saved_config().data, directions=[], src_lang="b", tgt_lang="c")
+    common = dict(direction="b-c", bootstrap=0, identifier=toy_identifier, progress=False)
+    plain, _ = evaluate(str(run), EvalOptions(report_dir=str(tmp_path / "run"), **common))
+    scores, report = evaluate(
+        str(run), EvalOptions(data=one_way, report_dir=str(tmp_path / "data"), **common)
+    )
+    assert scores["direction"] == {"name": "b-c", "trained": True, "pivot": None}
+    assert lines(report / "hyps.txt") == lines(tmp_path / "run" / "hyps.txt")
+    assert (scores["bleu"], scores["off_target"]) == (plain["bleu"], plain["off_target"])
+
+
 # ---------------------------------------------------------------------------------- API, server
 
 
@@ -424,6 +446,56 @@ def test_the_server_takes_tgt_lang_and_names_it_in_a_422(translators, corpus):
         ):
             r = client.post("/v1/translate", json=body)
             assert r.status_code == 422 and r.json()["error"].startswith(message), r.json()
+
+
+def test_the_api_and_the_server_translate_through_a_pivot_as_nmt_translate_does(
+    runs, translators, corpus, tmp_path
+):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from nmt.serve.app import create_app
+
+    src, out = corpus / "test.a", tmp_path / "out.c"
+    args = ["translate", str(runs["target"]), "-i", str(src), "-o", str(out), "--tgt-lang", "c"]
+    assert main([*args, "--pivot", "b"]) == 0
+    t, texts = translators["target"], lines(src)
+    assert t.translate(texts, tgt_lang="c", pivot="b") == lines(out)
+    assert t.translate(texts[0], tgt_lang="c", pivot="b") == lines(out)[0]
+    with TestClient(create_app(t)) as client:
+        r = client.post("/v1/translate", json={"text": texts, "tgt_lang": "c", "pivot": "b"})
+        assert [x["text"] for x in r.json()["translations"]] == lines(out)
+
+
+PIVOT_MISTAKES = [
+    ({"pivot": "b"}, "this model translates into a, b, c: give tgt_lang"),
+    ({"tgt_lang": "c", "pivot": "d"}, "pivot d: this model translates into a, b, c, not d"),
+    ({"tgt_lang": "c", "pivot": "c"}, "pivot c: the pivot must differ from the source and the"),
+    ({"tgt_lang": "c", "pivot": "b", "alignment": True}, "alignment and constraints cannot be"),
+    ({"tgt_lang": "c", "pivot": "b", "constraints": [["x"]]}, "alignment and constraints cannot"),
+]
+
+
+def test_a_pivot_the_model_cannot_take_is_one_line_naming_the_field(
+    translators, tiny_transformer_run
+):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from nmt.api import Translator
+    from nmt.serve.app import create_app
+
+    one_way = Translator.load(tiny_transformer_run)
+    only = [({"pivot": "b"}, "pivot b: a pivot needs a multilingual model (data.directions)")]
+    for t, mistakes in ((translators["source"], PIVOT_MISTAKES), (one_way, only)):
+        with TestClient(create_app(t)) as client:
+            for kwargs, message in mistakes:
+                with pytest.raises(NmtError, match="^" + re.escape(message)):
+                    t.translate(["nuo"], **kwargs)
+                r = client.post("/v1/translate", json={"text": ["nuo"], **kwargs})
+                assert r.status_code == 422 and r.json()["error"].startswith(message), r.json()
 
 
 def test_the_page_shows_the_language_menu_for_a_multilingual_model_only(

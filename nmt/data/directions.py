@@ -128,14 +128,17 @@ def check_direction(data: DataConfig, name: str, field: str = "--direction") -> 
     return src, tgt
 
 
-def check_pivot(data: DataConfig, pivot: str, src: Optional[str], tgt: str) -> None:
-    """A pivot language the model both writes and reads, neither end of the route."""
+def check_pivot(
+    data: DataConfig, pivot: str, src: Optional[str], tgt: str, field: str = "--pivot"
+) -> None:
+    """A pivot language the model both writes and reads, neither end of the route; errors name
+    `field` (the CLI's --pivot, the API's and the server's pivot)."""
     if not data.directions:
-        raise NmtError(f"--pivot {pivot}: a pivot needs a multilingual model (data.directions)")
-    check_target(data, pivot, "--pivot")
-    check_source(data, pivot, "--pivot")
+        raise NmtError(f"{field} {pivot}: a pivot needs a multilingual model (data.directions)")
+    check_target(data, pivot, field)
+    check_source(data, pivot, field)
     if pivot in (src, tgt):
-        raise NmtError(f"--pivot {pivot}: the pivot must differ from the source and the target")
+        raise NmtError(f"{field} {pivot}: the pivot must differ from the source and the target")
 
 
 def pair_data(data: DataConfig, src: str, tgt: str) -> DataConfig:
@@ -156,6 +159,7 @@ def route(
     tgt_lang: Optional[str],
     src_lang: Optional[str] = None,
     pivot: Optional[str] = None,
+    pivot_field: str = "--pivot",
 ) -> list[Tokenizer]:
     """One tokenizer per decoding pass into `tgt_lang`: the pivot's view first with `pivot`
     (src -> pivot -> tgt, each pass reading the one before), everything checked first."""
@@ -163,5 +167,5 @@ def route(
     check_source(data, src_lang)
     if pivot is None:
         return [target_tokenizer(data, tok, tgt)]
-    check_pivot(data, pivot, src_lang, tgt)
+    check_pivot(data, pivot, src_lang, tgt, pivot_field)
     return [target_tokenizer(data, tok, pivot), target_tokenizer(data, tok, tgt)]

@@ -25,7 +25,7 @@ from nmt.data.directions import (
 from nmt.data.language_id import Identifier, default_identifier, off_target
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
-from nmt.inference import Loaded, load_for_decoding
+from nmt.inference import Loaded, decode_settings, load_for_decoding
 from nmt.jobs.translate import warn_missed
 from nmt.models import NMTModel
 from nmt.run_dir import RunDir
@@ -99,31 +99,31 @@ class Way:
         return {"name": self.name, "trained": self.trained, "pivot": self.pivot}
 
 
-def _way(cfg: Config, tok: Tokenizer, o: EvalOptions) -> Optional[Way]:
+def _way(run: DataConfig, tok: Tokenizer, o: EvalOptions) -> Optional[Way]:
     """The direction to score in (checked before anything is read); None for a one-direction
-    model, whose --direction may only name its own."""
-    data = cfg.data
-    if not data.directions:
+    model, whose --direction may only name its own. `run` is the run's own data section: the
+    model decides what it translates, not the data (`o.data`) it is scored on."""
+    if not run.directions:
         if o.direction:
-            check_direction(data, o.direction)
+            check_direction(run, o.direction)
         if o.pivot:
-            check_pivot(data, o.pivot, None, data.tgt_lang)
+            check_pivot(run, o.pivot, None, run.tgt_lang)
         return None
     if not o.direction:
         raise NmtError(
-            f"this model translates several directions ({', '.join(data.directions)}): give "
+            f"this model translates several directions ({', '.join(run.directions)}): give "
             f"--direction SRC-TGT"
         )
-    src, tgt = check_direction(data, o.direction)
-    passes = route(data, tok, tgt, src, o.pivot)
+    src, tgt = check_direction(run, o.direction)
+    passes = route(run, tok, tgt, src, o.pivot)
     if o.pivot and o.constraints_file:
         raise NmtError("--constraints cannot be used with --pivot (the last pass reads the pivot)")
-    return Way(src, tgt, o.pivot, o.direction in data.directions, passes)
+    return Way(src, tgt, o.pivot, o.direction in run.directions, passes)
 
 
 def language_identifier(cfg: Config, o: EvalOptions) -> tuple[Optional[Identifier], str]:
     """The off-target rate's identifier and its name: the one given, else langid over the
-    model's languages (or None and why not)."""
+    languages of `cfg` (the run's: the model's languages), or None and why not."""
     if o.identifier is not None:
         f = o.identifier
         return f, getattr(f, "name", getattr(f, "__name__", type(f).__name__))
@@ -152,8 +152,10 @@ def evaluate_loaded(
     )  # matplotlib: imported only when a report is written
 
     model, meta = m.model, m.meta
-    cfg = m.cfg if o.data is None else dataclasses.replace(m.cfg, data=o.data)
-    way = _way(cfg, m.tok, o)
+    way = _way(m.cfg.data, m.tok, o)
+    # the data scored on (o.data: a study's), decoded with this call's beam: one setting each
+    decode = decode_settings(m.cfg.decode, o.beam, 1)
+    cfg = dataclasses.replace(m.cfg, data=o.data or m.cfg.data, decode=decode)
     srcs, refs, name, test_set = _eval_set(cfg, o.split, o.src_file, o.ref_file, way)
     passes = way.passes if way else [m.tok]
     warn_unknown(passes[0], srcs, o.src_file or f"split {name}", o.verbose)
@@ -163,7 +165,7 @@ def evaluate_loaded(
     if o.constraints_file:  # read and checked in full before decoding
         pos, neg = constraints_from_file(passes[-1], srcs, o.constraints_file, cfg.decode)
     model.set_attention_view(o.attn_layer, o.attn_head)
-    k = cfg.decode.beam if o.beam is None else o.beam
+    k = decode.beam
     what = (test_set["split"] or f"{o.src_file} / {o.ref_file}") + (way.describe() if way else "")
     at = f"{meta['path']} (step {meta['step']})"
     log.info(f"evaluating {at} on {what}: {len(srcs)} sentences, beam {k}")
@@ -172,9 +174,7 @@ def evaluate_loaded(
             model,
             passes,
             srcs,
-            cfg.decode,
-            beam=k,
-            nbest=1,
+            decode,
             device=m.device,
             progress=o.progress,
             return_attn=o.attention_plots > 0,
@@ -186,7 +186,7 @@ def evaluate_loaded(
     scores.update(_provenance(cfg, meta, k, o.int8, test_set), **merge)
     if way is not None:
         scores["direction"] = way.record()
-        identify, what_id = identified or language_identifier(cfg, o)
+        identify, what_id = identified or language_identifier(m.cfg, o)
         scores["off_target"] = off_target(hyps, way.tgt, identify, what_id)
     if pos is not None:
         scores["constraints"] = _constraints_record(out, pos, neg, o.constraints_file)
@@ -222,7 +222,7 @@ def _provenance(cfg: Config, meta: dict, k: int, int8: bool, test_set: dict) -> 
     so a score says how it was decoded, the checkpoint and the test set."""
     return {
         "beam": k,
-        "decode": {**dataclasses.asdict(cfg.decode), "beam": k, "int8": int8},
+        "decode": {**dataclasses.asdict(cfg.decode), "int8": int8},
         "checkpoint": meta["path"],
         "step": meta["step"],
         "split": test_set["split"],

@@ -14,13 +14,13 @@ from typing import Optional
 import numpy as np
 
 from nmt.config import Config
+from nmt.config.metrics import metric_label, report_metrics
 from nmt.data.directions import load_directions
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 from nmt.inference import Loaded, load_for_decoding
 from nmt.jobs.evaluate import EvalOptions, evaluate_loaded, language_identifier, report_place
 from nmt.scoring.metrics import bucket_label
-from nmt.scoring.report import LABELS
 
 SUMMARY = "directions"  # RUN/eval_SPLIT_beamK_directions.{md,json}; REPORT/directions.{md,json}
 
@@ -41,8 +41,9 @@ def evaluate_run(target: str | list[str], o: Optional[EvalOptions] = None) -> Ev
     split, not files) one per trained direction and their table."""
     o = o or EvalOptions()
     m = load_for_decoding(target, o.device, int8=o.int8, overrides=o.overrides)
+    # the model decides whether there are directions to loop over; o.data, the files scored on
     data = o.data or m.cfg.data
-    if not data.directions or o.direction or o.src_file or o.ref_file:
+    if not m.cfg.data.directions or not data.directions or o.direction or o.src_file or o.ref_file:
         return Evaluation([evaluate_loaded(m, o)], meta=m.meta)
     return evaluate_directions(m, o)
 
@@ -56,7 +57,7 @@ def evaluate_directions(m: Loaded, o: EvalOptions) -> Evaluation:
     cfg = m.cfg if o.data is None else dataclasses.replace(m.cfg, data=o.data)
     split = o.split or cfg.eval.split
     load_directions(cfg.data, split)  # every direction's files read and checked before decoding
-    identified = language_identifier(cfg, o)
+    identified = language_identifier(m.cfg, o)  # the languages the model writes
     base = Path(o.report_dir) if o.report_dir else None
     reports = []
     for name in cfg.data.directions:
@@ -98,7 +99,7 @@ def _write_summary(
 
 
 def _metrics(scores: dict) -> list[str]:
-    return [m for m in LABELS if isinstance(scores.get(m), (int, float))]
+    return [m for m in report_metrics() if isinstance(scores.get(m), (int, float))]
 
 
 def _row(scores: dict) -> dict:
@@ -129,7 +130,7 @@ def directions_table(reports: list[tuple[dict, Path]]) -> str:
         {(b["lo"], b["hi"]) for s in all_scores for b in s["buckets"] if b["n"]},
         key=lambda r: r[0],
     )
-    header = ["direction", "n", *(LABELS[m] for m in metrics), "off-target"]
+    header = ["direction", "n", *(metric_label(m) for m in metrics), "off-target"]
     header += [f"BLEU {bucket_label(*r)} (n)" for r in ranges]
     rows = []
     for s in all_scores:

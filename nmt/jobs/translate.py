@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from nmt.config import DecodeConfig
 from nmt.data.constraints_file import missed_message
 from nmt.data.corpus import read_lines
 from nmt.data.directions import route
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.files import atomic_write
-from nmt.inference import Loaded, check_nbest, load_for_decoding
+from nmt.inference import Loaded, decode_settings, load_for_decoding
 from nmt.search.constraints import Phrases
 from nmt.text_translation import Translation, constraints_from_file, score_pairs, translate_through
 from nmt.unknown_words import warn_unknown
@@ -29,8 +30,7 @@ class Session:
     """A loaded model (or ensemble) with its decoding settings, ready to translate lines."""
 
     loaded: Loaded
-    beam: int
-    nbest: int
+    decode: DecodeConfig  # the run's decode.*, with the command line's beam and --nbest
     # one tokenizer per decoding pass (`nmt.data.directions.route`): the target language's
     # view of a multilingual model, after the pivot's with --pivot; the model's own otherwise
     passes: list[Tokenizer] = field(default_factory=list)
@@ -60,9 +60,7 @@ class Session:
                 m.model,
                 self.passes or [m.tok],
                 lines,
-                m.cfg.decode,
-                beam=self.beam,
-                nbest=self.nbest,
+                self.decode,
                 device=m.device,
                 progress=progress,
                 where=where,
@@ -74,7 +72,7 @@ class Session:
 
     def output_lines(self, t: Translation, index: int) -> list[str]:
         """The text, or with nbest > 1 the lines `INDEX ||| HYPOTHESIS ||| SCORE`."""
-        if self.nbest == 1:
+        if self.decode.nbest == 1:
             return [t.text]
         return [f"{index} ||| {h} ||| {s:.4f}" for h, s in zip(t.nbest, t.scores)]
 
@@ -93,12 +91,11 @@ def open_session(
     """Load checkpoint(s) for `nmt translate`, with command-line decode settings and the
     languages checked (`tgt_lang` is required for a multilingual model)."""
     m = load_for_decoding(target, device, int8=int8, overrides=overrides)
-    k = m.cfg.decode.beam if beam is None else beam
-    check_nbest(k, nbest, m.cfg.decode.sample, "--nbest")
+    decode = decode_settings(m.cfg.decode, beam, nbest, "--nbest")
     passes = route(m.cfg.data, m.tok, tgt_lang, src_lang, pivot)
     if pivot is not None:
         log.info(f"translating {src_lang or 'the input'} -> {pivot} -> {tgt_lang}: two passes")
-    return Session(m, k, nbest, passes)
+    return Session(m, decode, passes)
 
 
 def translate(
@@ -125,8 +122,7 @@ def translate(
         )
     pos = neg = None
     if constraints_path:
-        m = session.loaded
-        pos, neg = constraints_from_file(session.tok, lines, constraints_path, m.cfg.decode)
+        pos, neg = constraints_from_file(session.tok, lines, constraints_path, session.decode)
     out = session.translate(lines, where, progress, prefixes, alignment, pos, neg)
     if pos is not None:
         warn_missed(out, pos, constraints_path)

@@ -2,8 +2,8 @@
 
     POST /v1/translate   {"text": [...], "beam", "nbest", "alignment", "attention_layer",
                           "attention_head", "sample", "temperature", "top_k", "top_p", "seed",
-                          "constraints", "tgt_lang"} -> {"translations": [...], "model": {...},
-                          "time_ms"}
+                          "constraints", "tgt_lang", "pivot"} -> {"translations": [...],
+                          "model": {...}, "time_ms"}
     GET  /v1/health      liveness, queue length, counters, the model's languages
     GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits,
                          languages, an example sentence from the run's own data

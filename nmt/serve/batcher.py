@@ -47,6 +47,7 @@ class Options:
     attention_head: Optional[int] = None
     sampling: Optional[Sampling] = None  # draw nbest samples instead of searching
     tgt_lang: Optional[str] = None  # a multilingual model's target language
+    pivot: Optional[str] = None  # ... and the language to translate through (two passes)
 
 
 @dataclass
@@ -245,6 +246,7 @@ class Batcher:
                 sampling=o.sampling,
                 constraints=constraints,
                 tgt_lang=o.tgt_lang,
+                pivot=o.pivot,
             )
         except Exception as e:  # noqa: BLE001 -- the worker must outlive any one request
             if len(jobs) > 1:  # find the culprit; the others still succeed

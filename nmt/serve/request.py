@@ -1,7 +1,8 @@
 """The body of `POST /v1/translate`: its schema, and the checks that turn every mistake in it
 into an `ApiError` naming the field (400 not UTF-8 JSON, 413 too many sentences, 422 wrong
-types, unknown fields, values out of range, a target language the model lacks). The body is
-parsed here rather than by FastAPI so each of those messages is ours."""
+types, unknown fields, values out of range, a target or pivot language the model lacks). The
+body is parsed here rather than by FastAPI so each of those messages is ours. Its decode
+settings are made and checked once here, as `Translator.translate` makes them."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nmt.api import Sampling, Translator
+from nmt.api import Sampling, Translator, check_pivot_options
+from nmt.config import DecodeConfig
 from nmt.errors import NmtError
-from nmt.inference import check_nbest
 from nmt.serve.batcher import Options
 
 
@@ -72,6 +73,12 @@ class TranslateRequest(BaseModel):
         None,
         description="the language to translate into: required for a multilingual model (one "
         "of GET /v1/model's target_languages); a one-direction model takes its own or null",
+    )
+    pivot: Optional[str] = Field(
+        None,
+        description="a multilingual model: translate through this language (one it reads and "
+        "writes), text -> pivot -> tgt_lang in two passes, for a direction it was not trained "
+        "on; not with alignment or constraints",
     )
     # Checked by `Translator.encode_constraints`, so each error names the text's index.
     constraints: Optional[list[Any]] = Field(
@@ -159,26 +166,28 @@ def parse_request(
             t.encode("utf-8")
         except UnicodeEncodeError:
             raise ApiError(422, f"text.{i}: not valid Unicode (a lone surrogate escape)") from None
-    beam = translator.info.default_beam if req.beam is None else req.beam
-    _check_beam(beam, req, limits)
+    decode = _decode(req, translator, limits)
     _check_view(req, translator)
-    _check_language(req, translator)
+    _check_languages(req, translator)
     options = Options(
-        beam,
-        req.nbest,
+        decode.beam,
+        decode.nbest,
         req.alignment,
         req.attention_layer,
         req.attention_head,
         _sampling(req),
         req.tgt_lang,
+        req.pivot,
     )
     return req.text, options, _constraints(req, translator)
 
 
-def _check_language(req: TranslateRequest, translator: Translator) -> None:
-    """`tgt_lang` names a language this model translates into (required if it has several)."""
+def _check_languages(req: TranslateRequest, translator: Translator) -> None:
+    """`tgt_lang` names a language this model translates into (required if it has several);
+    `pivot`, one it reads and writes, without what a pivot cannot give."""
     try:
-        translator.tokenizer(req.tgt_lang)
+        translator.passes(req.tgt_lang, req.pivot)
+        check_pivot_options(req.pivot, req.alignment, req.constraints)
     except NmtError as e:
         raise ApiError(422, str(e)) from None
 
@@ -214,14 +223,16 @@ def _constraints(req: TranslateRequest, translator: Translator) -> Optional[list
     return req.constraints
 
 
-def _check_beam(beam: int, req: TranslateRequest, limits: Limits) -> None:
-    """The server's beam limit and the n-best rule every front end checks."""
-    if beam > limits.max_beam:
-        raise ApiError(422, f"beam: expected at most {limits.max_beam}, got {beam}")
+def _decode(req: TranslateRequest, translator: Translator, limits: Limits) -> DecodeConfig:
+    """The request's decode settings, made and checked as `Translator.translate` makes them
+    (beam default: the checkpoint's decode.beam; the n-best rule), within the server's beam."""
     try:
-        check_nbest(beam, req.nbest, req.sample)
+        decode = translator.decode_config(req.beam, req.nbest, sampling=_sampling(req))
     except NmtError as e:
         raise ApiError(422, str(e)) from None
+    if decode.beam > limits.max_beam:
+        raise ApiError(422, f"beam: expected at most {limits.max_beam}, got {decode.beam}")
+    return decode
 
 
 def _sampling(req: TranslateRequest) -> Optional[Sampling]:
