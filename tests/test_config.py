@@ -149,6 +149,35 @@ def test_wrong_type_from_set_names_the_key_and_the_overrides(write):
     assert "'model.layers'" in msg and "expected int" in msg and "--set" in msg
 
 
+@pytest.mark.parametrize(
+    "section, key, value, expected",
+    [
+        ("eval", "metrics", "[bleu, blue]", "'eval.metrics[1]'"),
+        ("train", "early_stop_metric", "chrF", "'train.early_stop_metric'"),
+    ],
+)
+def test_an_unknown_metric_names_the_key_and_suggests_the_closest_of_the_table(
+    write, section, key, value, expected
+):
+    path = write(with_key(section, key, value))
+    msg = error_of(path)
+    close = "bleu" if "blue" in value else "chrf"
+    assert msg.startswith(f"wrong type for {expected} in {path}: expected bleu | chrf | ")
+    assert msg.endswith(f"; did you mean '{close}'?") and "\n" not in msg
+
+
+def test_the_metric_choices_of_the_config_are_the_metric_tables():
+    from nmt.config import EvalConfig
+    from nmt.config.metrics import METRICS
+
+    (metric,) = typing.get_args(typing.get_type_hints(EvalConfig)["metrics"])
+    text = tuple(n for n, row in METRICS.items() if row.from_text)
+    assert typing.get_args(metric) == text == ("bleu", "chrf", "ter", "bleu_lc")
+    stop = typing.get_args(typing.get_type_hints(TrainConfig)["early_stop_metric"])
+    assert stop == tuple(n for n, row in METRICS.items() if row.validation)
+    assert stop == ("bleu", "chrf", "loss")
+
+
 def test_section_that_is_not_a_mapping(write):
     path = write("data:\n  source: synthetic\nmodel: rnnsearch\n")
     msg = error_of(path)
@@ -354,9 +383,13 @@ def test_the_europarl_study_asks_bahdanaus_question_on_step_budgets(tmp_path):
         "transformer": "transformer",
         "rnnsearch": "rnnsearch",
         "seq2seq": "seq2seq",
+        "seq2seq_reversed": "seq2seq",
     }
-    # the fixed vector and attention apart, with the same data, subwords, decoding and budget
-    plain = configs["seq2seq"]
+    # the fixed vector with and without Sutskever's reversal, nothing else apart
+    plain, reversed_ = configs["seq2seq"], configs["seq2seq_reversed"]
+    assert not plain.model.reverse_source and reversed_.model.reverse_source
+    assert dataclasses.replace(reversed_.model, reverse_source=False) == plain.model
+    # the same data, subwords and decoding for every model; budgets in steps
     assert len({(repr(c.data), repr(c.vocab), repr(c.decode)) for c in configs.values()}) == 1
     assert all(c.train.max_steps > 0 for c in configs.values())
     assert configs["rnnsearch"].train.max_steps == plain.train.max_steps
