@@ -192,7 +192,10 @@ def score_pairs(
     where: str = "input",
 ) -> list[dict]:
     """Forced decoding of each (source, reference): its log-prob (EOS included), the score
-    normalised as beam search ranks it (GNMT penalty with decode.alpha), per-token log-probs."""
+    normalised as beam search ranks it (GNMT penalty with decode.alpha), per-token log-probs.
+    A target-mode direction view (`Tokenizer.for_direction`) puts its tag first in each
+    reference, scored and counted in the length: beam search forces it the same way
+    (`translate_texts`), so a hypothesis scores here what the search reported for it."""
     src_ids = encode_inputs(tok, srcs, cfg.max_input_tokens, where)
     tgt_ids = tok.encode_tgt(refs)
     out = []

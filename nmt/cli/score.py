@@ -14,7 +14,10 @@ def register(sub: "argparse._SubParsersAction") -> None:
         description="Forced decoding: for each source/reference pair, one JSON "
         "line {score, norm_score, tokens, token_log_probs} (natural log; EOS "
         "included; norm_score divides by the GNMT length penalty as beam search "
-        "does).",
+        "does). A multilingual model scores the references in the language --tgt-lang "
+        "names, tagged as nmt translate --tgt-lang tags them: with data.tag: target the "
+        "forced tag <2xx> is the first scored token (beam search counts it too), so the "
+        "scores equal those nmt translate --nbest prints.",
     )
     sc.add_argument(
         "checkpoint",
@@ -26,6 +29,18 @@ def register(sub: "argparse._SubParsersAction") -> None:
     sc.add_argument("-o", "--output", help="output file (default: stdout)")
     sc.add_argument("--alpha", type=float, help="length penalty of norm_score (decode.alpha)")
     sc.add_argument("--batch-tokens", type=positive, help="source tokens per batch")
+    g = sc.add_argument_group("languages (a multilingual model)")
+    g.add_argument(
+        "--tgt-lang",
+        metavar="LANG",
+        help="the language of --ref: required for a multilingual model (one of its target "
+        "languages); a one-direction model takes only its own",
+    )
+    g.add_argument(
+        "--src-lang",
+        metavar="LANG",
+        help="the language of --src, checked against the languages the model reads",
+    )
     sc.add_argument(
         "--device",
         default=None,
@@ -40,4 +55,13 @@ def run(a: argparse.Namespace) -> int:
     from nmt.logs import setup_logging
 
     setup_logging()
-    return score(a.checkpoint, a.src, a.ref, a.output, a.device, decode_overrides(a))
+    return score(
+        a.checkpoint,
+        a.src,
+        a.ref,
+        a.output,
+        a.device,
+        decode_overrides(a),
+        tgt_lang=a.tgt_lang,
+        src_lang=a.src_lang,
+    )

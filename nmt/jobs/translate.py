@@ -224,8 +224,12 @@ def score(
     output_path: Optional[str],
     device: Optional[str] = None,
     overrides: Optional[dict] = None,
+    tgt_lang: Optional[str] = None,
+    src_lang: Optional[str] = None,
 ) -> int:
-    """`nmt score`: one JSON line per (source, reference) pair with its model log-probs."""
+    """`nmt score`: one JSON line per (source, reference) pair with its model log-probs. The
+    languages are checked as `nmt translate` checks them (`tgt_lang` is required for a
+    multilingual model), and the pairs are tagged with its tokenizer for `tgt_lang`."""
     check_output(output_path)
     srcs, refs = read_lines(src_file), read_lines(ref_file)
     if len(srcs) != len(refs):
@@ -233,8 +237,9 @@ def score(
             f"line counts differ: {src_file} has {len(srcs)} lines, {ref_file} has {len(refs)}"
         )
     m = load_for_decoding(target, device, overrides=overrides)
+    (tok,) = route(m.cfg.data, m.tok, tgt_lang, src_lang)  # one pass: scoring has no pivot
     with m.autocast():
-        rows = score_pairs(m.model, m.tok, srcs, refs, m.cfg.decode, m.device, where=src_file)
+        rows = score_pairs(m.model, tok, srcs, refs, m.cfg.decode, m.device, where=src_file)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     _emit(text, output_path)
     return 0
