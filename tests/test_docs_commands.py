@@ -1,6 +1,7 @@
 """The README and the manual (docs/*.md) stay true to the CLI: every `nmt` command in their shell
 blocks parses, every flag `--help` lists has a row in docs/cli.md, every relative link and image
-points to a file, every page is in the site's nav, and the README stays a front door."""
+points to a file, every page is in the site's nav, and the README stays a front door.
+tests/test_docs_run.py goes further: it runs every command of every page, in reading order."""
 
 from __future__ import annotations
 

@@ -10,11 +10,22 @@ to the model's own languages, so that it only chooses among the languages the mo
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+import copy
+import functools
+from typing import Any, Callable, Optional, Sequence
 
 from nmt.errors import NmtError
 
 Identifier = Callable[[list[str]], list[str]]  # texts -> a language key each
+
+
+@functools.lru_cache(maxsize=1)
+def _langid_model() -> Any:
+    """langid's full classifier, parsed once per process: parsing its model (bz2 and pickle)
+    costs 2-3 s of CPU, more than identifying a test set."""
+    from langid import langid
+
+    return langid.LanguageIdentifier.from_modelstring(langid.model)
 
 
 class LangidIdentifier:
@@ -23,10 +34,10 @@ class LangidIdentifier:
 
     def __init__(self, languages: Sequence[str]) -> None:
         try:
-            from langid import langid
+            full = _langid_model()
         except ImportError:
             raise NmtError('the off-target rate needs langid: pip install -e ".[lang]"') from None
-        self.identifier = langid.LanguageIdentifier.from_modelstring(langid.model)
+        self.identifier = copy.deepcopy(full)  # set_languages changes the instance it is given
         known = set(self.identifier.nb_classes)
         unknown = [lang for lang in languages if lang not in known]
         if unknown:
