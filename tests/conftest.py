@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated corpus cache, tiny parallel corpora, the shared real corpora."""
+"""Shared fixtures: the tiny training setup every test starts from, an isolated corpus cache, tiny
+parallel corpora, the shared real corpora."""
 
 from __future__ import annotations
 
@@ -7,13 +8,110 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import yaml
 
 from nmt.config import Config
-from nmt.config.load import from_dict
+from nmt.config.load import from_dict, merge_sections
 
 # Real corpora live beside the project (never committed); tests using them skip without them.
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
+
+# The tiny training setup: a model of each architecture small enough to train in seconds on two
+# CPU cores, on a small synthetic corpus, for a few steps, validated once at the end. Tests state
+# only what they need to differ (tiny_config's overrides), and pass explicitly any value their
+# assertions depend on.
+TINY_MODELS: dict[str, dict[str, Any]] = {
+    "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},
+    "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},
+    "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
+}
+TINY: dict[str, dict[str, Any]] = {
+    "data": {
+        "source": "synthetic",
+        "batch_tokens": 400,
+        "synthetic": {
+            "train": 200,
+            "valid": 10,
+            "test": 20,
+            "lexicon": 30,
+            "max_words": 12,
+            "seed": 5,
+        },
+    },
+    "vocab": {"type": "word", "size": 200},
+    "train": {
+        "max_steps": 10,
+        "lr": 0.003,
+        "log_every": 5,
+        "valid_every": 1000,  # past max_steps: one validation, at the end
+        "progress": False,
+        "seed": 7,
+        "threads": 1,
+    },
+    "decode": {"beam": 2, "max_len_a": 1.2, "max_len_b": 5},  # short: a toy model may babble
+}
+
+
+def tiny_model(arch: str = "rnnsearch", **keys: Any) -> dict[str, Any]:
+    """The `model:` section of the tiny `arch` (any other arch: just its name) with `keys` set."""
+    return {**TINY_MODELS.get(arch, {"arch": arch}), **keys}
+
+
+def tiny_config(
+    tmp_path: Path | None = None, arch: str | None = "rnnsearch", **overrides: Any
+) -> dict[str, Any]:
+    """The raw config of the tiny setup: a tiny `arch` model (None: no model section, as in a
+    study's base), its run in tmp_path/run.
+
+    Each keyword is a section merged key by key, recursively, over the setup (as `base:` merges):
+    `train={"max_steps": 30}`, `data={"synthetic": {"seed": 11}}`. A `model` naming another arch
+    starts from that arch's tiny sizes; a data source other than synthetic drops the synthetic
+    corpus. `make_config(**tiny_config(...))` validates it; `write_yaml` writes it for the CLI.
+    """
+    data, model = overrides.get("data", {}), overrides.get("model", {})
+    raw: dict[str, Any] = {"data": TINY["data"], "vocab": TINY["vocab"]}
+    if data.get("source", "synthetic") != "synthetic":
+        raw["data"] = {k: v for k, v in TINY["data"].items() if k != "synthetic"}
+    if arch is not None or model:
+        raw["model"] = tiny_model(model.get("arch", arch))
+    raw["train"] = dict(TINY["train"])
+    if tmp_path is not None:
+        raw["train"]["run_dir"] = str(tmp_path / "run")
+    raw["decode"] = TINY["decode"]
+    return merge_sections(raw, overrides)  # a copy: TINY stays as it is
+
+
+def write_yaml(path: Path, raw: dict[str, Any]) -> Path:
+    """`raw` written as YAML at `path` (its folder made), for `nmt` or load_config to read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_yaml(tmp_path: Path) -> Callable[..., Path]:
+    """Factory: tiny_config(...) written to tmp_path/NAME, its run beside it; returns the file.
+
+    Usage: `tiny_yaml("transformer", train={"max_steps": 4})` (tmp_path/config.yaml, trained in
+    tmp_path/run), `tiny_yaml(name="a/config.yaml")` (trained in tmp_path/a/run).
+    """
+
+    def make(arch: str | None = "rnnsearch", name: str = "config.yaml", **overrides: Any) -> Path:
+        path = tmp_path / name
+        return write_yaml(path, tiny_config(path.parent, arch, **overrides))
+
+    return make
+
+
+def make_config(**sections: Any) -> Config:
+    """A validated Config from section dicts over the dataclass defaults (not the tiny setup):
+    `data` defaults to the synthetic source and `model.arch` to rnnsearch."""
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in sections.items()}
+    raw.setdefault("data", {"source": "synthetic"})
+    raw.setdefault("model", {"arch": "rnnsearch"})
+    return from_dict(raw, "test config")
+
 
 # A made-up language pair: the target reverses the word order and respells every word, so the
 # two sides are aligned yet different (enough structure for subwords and a toy model).
@@ -22,13 +120,6 @@ _SRC_WORDS = (
     "bird fish eats sleeps old young blue green river hill"
 ).split()
 _TGT_WORDS = {w: w[::-1] + "o" for w in _SRC_WORDS}
-
-
-def make_config(**sections: Any) -> Config:
-    """A validated Config from section dicts; `model.arch` defaults to rnnsearch."""
-    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in sections.items()}
-    raw.setdefault("model", {"arch": "rnnsearch"})
-    return from_dict(raw, "test config")
 
 
 def tiny_pairs(
@@ -93,8 +184,6 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shared by the API, server and browser tests, which compare against `nmt translate`."""
     from dataclasses import replace
 
-    import yaml
-
     from nmt.config import SyntheticConfig
     from nmt.config.load import load_config
     from nmt.data.synthetic import write_corpus
@@ -105,24 +194,14 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         root / "corpus",
         replace(SyntheticConfig(), train=400, valid=20, test=20, lexicon=30, max_words=12, seed=3),
     )
-    cfg = {
-        "data": {"source": "local", "path": str(root / "corpus"), "batch_tokens": 400},
-        "vocab": {"type": "word", "size": 200},
-        "model": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
-        "train": {
-            "run_dir": str(root / "run"),
-            "max_steps": 40,
-            "lr": 0.003,
-            "valid_every": 40,
-            "valid_max_sentences": 20,
-            "progress": False,
-            "seed": 7,
-            "threads": 1,
-        },
-        "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5, "max_input_tokens": 20},
-    }
-    (root / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    return train_job.train(load_config(root / "cfg.yaml")).run
+    cfg = tiny_config(
+        root,
+        "transformer",
+        data={"source": "local", "path": str(root / "corpus")},
+        train={"max_steps": 40, "valid_max_sentences": 20},
+        decode={"beam": 3, "max_input_tokens": 20},
+    )
+    return train_job.train(load_config(write_yaml(root / "cfg.yaml", cfg))).run
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 import nmt.training.trainer as train_mod
-from conftest import REPO
+from conftest import REPO, tiny_config, tiny_model, write_yaml
 from nmt.checkpoint import load_checkpoint
 from nmt.cli import main
 from nmt.config.load import load_config
@@ -21,34 +19,6 @@ from nmt.jobs import train as train_job
 from nmt.training.clock import TrainClock
 from nmt.training.log import duration
 from nmt.training.trainer import Trainer
-
-MODEL = {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64}
-DATA = {
-    "source": "synthetic",
-    "batch_tokens": 400,
-    "synthetic": {"train": 200, "valid": 10, "test": 20, "lexicon": 30, "max_words": 12, "seed": 5},
-}
-TRAIN = {
-    "lr": 0.003,
-    "log_every": 2,
-    "valid_every": 100000,
-    "progress": False,
-    "seed": 7,
-    "threads": 1,
-}
-
-
-def write_config(path: Path, **train) -> Path:
-    cfg = {
-        "data": DATA,
-        "vocab": {"type": "word", "size": 200},
-        "model": MODEL,
-        "train": {**TRAIN, "run_dir": str(path.parent / "run"), **train},
-        "decode": {"beam": 1},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 class SlowerMachine:
@@ -62,8 +32,9 @@ class SlowerMachine:
         return self.real() + self.added
 
 
-def test_a_slower_machine_trains_the_same_steps_to_the_same_model(tmp_path, monkeypatch):
-    fast = train_job.train(load_config(write_config(tmp_path / "fast" / "c.yaml", max_steps=6)))
+def test_a_slower_machine_trains_the_same_steps_to_the_same_model(tiny_yaml, monkeypatch):
+    six_steps = {"max_steps": 6}
+    fast = train_job.train(load_config(tiny_yaml(name="fast/config.yaml", train=six_steps)))
     clock, step = SlowerMachine(lag=100.0), Trainer.train_step
 
     def slow_step(self, batches):  # the same work, each step 100 s later on the clock
@@ -73,15 +44,16 @@ def test_a_slower_machine_trains_the_same_steps_to_the_same_model(tmp_path, monk
 
     monkeypatch.setattr(train_mod, "TrainClock", lambda: TrainClock(now=clock))
     monkeypatch.setattr(Trainer, "train_step", slow_step)
-    slow = train_job.train(load_config(write_config(tmp_path / "slow" / "c.yaml", max_steps=6)))
+    slow = train_job.train(load_config(tiny_yaml(name="slow/config.yaml", train=six_steps)))
     a, b = (load_checkpoint(r.run / "best.pt") for r in (fast, slow))
     assert a["step"] == b["step"] == 6
     assert b["progress"]["train_seconds"] >= 6 * clock.lag  # the slower clock was counted
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
 
-def test_step_budget_logs_expected_time_then_progress_with_eta(tmp_path):
-    run = train_job.train(load_config(write_config(tmp_path / "c.yaml", max_steps=6))).run
+def test_step_budget_logs_expected_time_then_progress_with_eta(tiny_yaml):
+    cfg = tiny_yaml(train={"max_steps": 6, "log_every": 2})
+    run = train_job.train(load_config(cfg)).run
     log = (run / "train.log").read_text()
     assert log.count("expected time: about") == 1
     assert "for the remaining 4 of 6 steps" in log  # told after the first log window (2 steps)
@@ -90,10 +62,9 @@ def test_step_budget_logs_expected_time_then_progress_with_eta(tmp_path):
     assert "ETA 0s" in log.split("step 6/6")[1].splitlines()[0]
 
 
-def test_no_step_budget_means_no_eta_lines(tmp_path):
-    run = train_job.train(
-        load_config(write_config(tmp_path / "c.yaml", max_steps=0, max_epochs=1))
-    ).run
+def test_no_step_budget_means_no_eta_lines(tiny_yaml):
+    cfg = tiny_yaml(train={"max_steps": 0, "max_epochs": 1})
+    run = train_job.train(load_config(cfg)).run
     assert "ETA" not in (run / "train.log").read_text()
 
 
@@ -107,17 +78,11 @@ def test_durations_read_as_people_write_them(seconds, text):
 def test_study_reports_a_time_cap_that_cut_a_step_budget(tmp_path, capsys):
     study = {
         "name": "capped",
-        "base": {
-            "data": DATA,
-            "vocab": {"type": "word", "size": 200},
-            "train": {**TRAIN, "max_steps": 100000, "max_minutes": 0.002},
-            "decode": {"beam": 1},
-        },
-        "models": {"rnnsearch": {"model": MODEL}},
+        "base": tiny_config(arch=None, train={"max_steps": 100000, "max_minutes": 0.002}),
+        "models": {"rnnsearch": {"model": tiny_model("rnnsearch")}},
         "evaluate": {"split": "test", "beam": 1},
     }
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(study))
+    path = write_yaml(tmp_path / "study.yaml", study)
     assert main(["study", str(path), "--out", str(tmp_path / "s")]) == 0
     err = capsys.readouterr().err
     assert "rnnsearch: 100000 steps, time cap 0.002 min" in err

@@ -20,6 +20,7 @@ import pytest
 import sacrebleu
 import yaml
 
+from conftest import TINY_MODELS, tiny_config, tiny_model, write_yaml
 from nmt.checkpoint import load_checkpoint, step_checkpoints
 from nmt.cli import main
 from nmt.config import SyntheticConfig
@@ -30,21 +31,6 @@ from nmt.jobs import train as train_job
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DEFAULT_RANGES = [(1, 10), (11, 20), (21, 30), (31, 40), (41, 50), (51, None)]
-MODELS = {
-    "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},
-    "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},
-    "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
-}
-TRAIN = {
-    "lr": 0.003,
-    "log_every": 5,
-    "valid_every": 100000,
-    "valid_max_sentences": 0,
-    "progress": False,
-    "seed": 7,
-    "threads": 1,
-}
-DECODE = {"beam": 2, "max_len_a": 1.2, "max_len_b": 5}
 
 
 def lines(path: Path) -> list[str]:
@@ -95,22 +81,15 @@ def runs(tmp_path_factory, corpus) -> dict[str, Path]:
     """One tiny trained run per architecture, validated once (greedy, full valid set) at the end."""
     root = tmp_path_factory.mktemp("runs")
     out = {}
-    for arch, model in MODELS.items():
-        cfg = {
-            "data": {
-                "source": "local",
-                "path": str(corpus),
-                "batch_tokens": 400,
-                "splits": {"train": "train", "valid": "valid", "test": "test", "extra": "extra"},
-            },
-            "vocab": {"type": "word", "size": 200},
-            "model": model,
-            "train": {"run_dir": str(root / arch), "max_steps": 30, **TRAIN},
-            "decode": DECODE,
-        }
-        path = root / f"{arch}.yaml"
-        path.write_text(yaml.safe_dump(cfg))
-        out[arch] = train_job.train(load_config(path)).run
+    splits = {"train": "train", "valid": "valid", "test": "test", "extra": "extra"}
+    for arch in TINY_MODELS:
+        cfg = tiny_config(
+            arch=arch,
+            data={"source": "local", "path": str(corpus), "splits": splits},
+            train={"run_dir": str(root / arch), "max_steps": 30},
+            decode={"beam": 2},
+        )
+        out[arch] = train_job.train(load_config(write_yaml(root / f"{arch}.yaml", cfg))).run
     return out
 
 
@@ -634,35 +613,24 @@ def test_data_synth_writes_aligned_splits_deterministically(tmp_path, capsys):
 # ---------------------------------------------------------------------------------- study
 
 
-def write_study(path: Path, rnnsearch: dict | None = None, **extra) -> Path:
+def write_study(
+    path: Path, rnnsearch: dict | None = None, train: dict | None = None, **extra
+) -> Path:
+    """A study of the tiny seq2seq and rnnsearch (or `rnnsearch`), 10 steps each (or as `train`
+    says), scored greedily on 20 test sentences; `extra`: more top-level keys."""
     study = {
         "name": "tiny",
-        "base": {
-            "data": {
-                "source": "synthetic",
-                "batch_tokens": 400,
-                "synthetic": {
-                    "train": 200,
-                    "valid": 10,
-                    "test": 20,
-                    "lexicon": 30,
-                    "max_words": 12,
-                    "seed": 5,
-                },
-            },
-            "vocab": {"type": "word", "size": 200},
-            "train": {**TRAIN, "max_steps": 10},
-            "decode": DECODE,
-        },
+        "base": tiny_config(
+            arch=None, data={"synthetic": {"test": 20}}, train={"max_steps": 10, **(train or {})}
+        ),
         "models": {
-            "seq2seq": {"model": MODELS["seq2seq"]},
-            "rnnsearch": {"model": rnnsearch or MODELS["rnnsearch"]},
+            "seq2seq": {"model": TINY_MODELS["seq2seq"]},
+            "rnnsearch": {"model": rnnsearch or TINY_MODELS["rnnsearch"]},
         },
         "evaluate": {"split": "test", "beam": 1},
         **extra,
     }
-    path.write_text(yaml.safe_dump(study, sort_keys=False))
-    return path
+    return write_yaml(path, study)
 
 
 @pytest.fixture(scope="module")
@@ -789,7 +757,7 @@ def test_study_rerun_with_changed_model_does_not_report_the_stale_run(study, tmp
     _, old = study
     out = tmp_path / "out"
     shutil.copytree(old, out)
-    bigger = {**MODELS["rnnsearch"], "hidden_size": 96}
+    bigger = tiny_model("rnnsearch", hidden_size=96)
     path = write_study(tmp_path / "study.yaml", rnnsearch=bigger)
     assert main(["study", str(path), "--out", str(out)]) == 0
     trained = load_checkpoint(out / "rnnsearch" / "best.pt")["config"]["model"]
@@ -858,11 +826,8 @@ def test_a_study_killed_after_early_stopping_ends_with_the_same_table(tmp_path, 
         return {"loss": 1.0, "ppl": 2.7, "bleu": [20.0, 25.0, 24.0, 23.0][(bleu["n"] - 1) % 4]}
 
     monkeypatch.setattr(train_mod.Trainer, "validate", validate)
-    train = {**TRAIN, "max_steps": 40, "valid_every": 2, "patience": 2, "keep_last": 3}
-    path = write_study(tmp_path / "study.yaml")
-    raw = yaml.safe_load(path.read_text())
-    raw["base"]["train"] = {**train, "average_last": 3}
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    train = {"max_steps": 40, "valid_every": 2, "patience": 2, "keep_last": 3, "average_last": 3}
+    path = write_study(tmp_path / "study.yaml", train=train)
     out = tmp_path / "out"
     assert main(["study", str(path), "--out", str(out)]) == 0
     table = (out / "study.md").read_text()
@@ -899,13 +864,11 @@ def test_a_parallel_study_killed_with_sigkill_stops_its_workers_and_ends_with_th
 ):
     import time
 
-    models = {name: {"model": MODELS[name]} for name in ("seq2seq", "rnnsearch", "transformer")}
-    # three models, two at a time: the third waits in the pool's queue when the study is killed
-    path = write_study(tmp_path / "study.yaml", parallel=2, models=models)
-    study = yaml.safe_load(path.read_text())
+    models = {name: {"model": model} for name, model in TINY_MODELS.items()}
     # every checkpoint is kept and averaged, so a stray one would change the scores
-    study["base"]["train"].update(max_steps=80, valid_every=10, keep_last=20, average_last=20)
-    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    train = {"max_steps": 80, "valid_every": 10, "keep_last": 20, "average_last": 20}
+    # three models, two at a time: the third waits in the pool's queue when the study is killed
+    path = write_study(tmp_path / "study.yaml", train=train, parallel=2, models=models)
     unbroken, out = tmp_path / "unbroken", tmp_path / "out"
     assert main(["study", str(path), "--out", str(unbroken)]) == 0
 
@@ -992,9 +955,9 @@ def test_parallel_study_trains_side_by_side_to_the_same_results(study, tmp_path)
 
 
 def test_parallel_study_stops_at_the_first_failed_model(tmp_path):
-    slow = {"model": MODELS["seq2seq"], "train": {"max_steps": 0, "max_minutes": 10}}
+    slow = {"model": TINY_MODELS["seq2seq"], "train": {"max_steps": 0, "max_minutes": 10}}
     broken = {
-        "model": MODELS["rnnsearch"],
+        "model": TINY_MODELS["rnnsearch"],
         "data": {"source": "local", "path": str(tmp_path / "missing")},
     }
     path = write_study(tmp_path / "study.yaml", parallel=2, models={"slow": slow, "broken": broken})

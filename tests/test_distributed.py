@@ -11,7 +11,7 @@ import torch
 import torch.distributed as tdist
 import torch.multiprocessing as mp
 
-from conftest import make_config
+from conftest import make_config, tiny_model
 from nmt.data.batching import make_batch
 from nmt.errors import NmtError
 from nmt.models import build_model
@@ -75,15 +75,7 @@ def _trainer(tmp: Path, dist: DistInfo, accum: int):
     from nmt.training.trainer import Trainer
 
     cfg = make_config(
-        data={"source": "synthetic"},
-        model={
-            "arch": "transformer",
-            "d_model": 16,
-            "heads": 2,
-            "ff": 32,
-            "layers": 1,
-            "dropout": 0.0,
-        },
+        model=tiny_model("transformer", d_model=16, ff=32, layers=1, dropout=0.0),
         train={"run_dir": str(tmp), "accum_steps": accum, "lr": 0.01},
     )
     torch.manual_seed(0)

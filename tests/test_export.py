@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
-import yaml
 
+from conftest import tiny_config, tiny_model, write_yaml
 from nmt.checkpoint import load_model
 from nmt.cli import main
 from nmt.config.load import load_config
@@ -20,60 +20,34 @@ from nmt.text_translation import translate_texts
 ctranslate2 = pytest.importorskip("ctranslate2")
 from nmt.export.ctranslate2 import export_ctranslate2, translate_ct2  # noqa: E402
 
-TRANSFORMER = {
-    "arch": "transformer",
-    "d_model": 64,
-    "heads": 4,
-    "ff": 128,
-    "layers": 2,
-    "dropout": 0.0,
-    "tie_embeddings": True,
+# A wider Transformer on a larger corpus than the tiny setup's: one that translates the toy
+# language well enough that two engines agreeing on it means something.
+TRANSFORMER = tiny_model(
+    "transformer", d_model=64, heads=4, ff=128, dropout=0.0, tie_embeddings=True
+)
+CORPUS = {
+    "batch_tokens": 600,
+    "synthetic": {
+        "train": 1500,
+        "valid": 40,
+        "test": 200,
+        "lexicon": 40,
+        "max_words": 14,
+        "seed": 3,
+    },
 }
 
 
-def train_run(
-    tmp: Path,
-    steps: int,
-    model: dict | None = None,
-    vocab: dict | None = None,
-    arch: str = "transformer",
-) -> Path:
-    cfg = {
-        "data": {
-            "source": "synthetic",
-            "batch_tokens": 600,
-            "synthetic": {
-                "train": 1500,
-                "valid": 40,
-                "test": 200,
-                "lexicon": 40,
-                "max_words": 14,
-                "seed": 3,
-            },
-        },
-        "vocab": vocab or {"type": "word", "size": 200},
-        "model": model or TRANSFORMER,
-        "train": {
-            "run_dir": str(tmp / "run"),
-            "max_steps": steps,
-            "lr": 0.003,
-            "log_every": 50,
-            "valid_every": 10000,
-            "progress": False,
-            "seed": 7,
-            "threads": 1,
-        },
-        "decode": {"beam": 5, "max_len_a": 1.2, "max_len_b": 5},
-    }
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
-    return train_job.train(load_config(tmp / "c.yaml")).run
+def train_run(tmp: Path, steps: int, model: dict = TRANSFORMER, **sections) -> Path:
+    cfg = tiny_config(tmp, data=CORPUS, model=model, train={"max_steps": steps}, **sections)
+    return train_job.train(load_config(write_yaml(tmp / "c.yaml", cfg))).run
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """A small Transformer trained long enough to translate the toy corpus reasonably."""
-    return train_run(tmp_path_factory.mktemp("export"), steps=160)
+    tmp = tmp_path_factory.mktemp("export")
+    return train_run(tmp, steps=160, decode={"max_len_a": 1.2})  # the export carries it
 
 
 def both_engines(run: Path, ct2_dir: Path, beam: int, n: int = 200, **decode):
@@ -134,9 +108,7 @@ def test_both_engines_stop_at_the_same_per_sentence_limit(trained, tmp_path):
 )
 def test_every_transformer_variant_exports_exactly(tmp_path, variant):
     variant = dict(variant)
-    vocab = {"type": "word", "size": 200}
-    if variant.pop("separate", False):
-        vocab["joint"] = False
+    vocab = {"joint": False} if variant.pop("separate", False) else {}
     # 80 steps: at 10 the separate-vocabulary model gave 3 distinct lines of 60, most of them
     # empty (BLEU 0), and two engines agreeing on near-constant output proves little.
     run = train_run(tmp_path, steps=80, model={**TRANSFORMER, **variant}, vocab=vocab)
@@ -164,9 +136,7 @@ def test_int8_export_translates_close_to_float(trained, tmp_path):
 
 
 def test_rnn_models_cannot_be_exported(tmp_path, capsys):
-    run = train_run(
-        tmp_path, steps=2, model={"arch": "rnnsearch", "emb_size": 16, "hidden_size": 16}
-    )
+    run = train_run(tmp_path, steps=2, model=tiny_model("rnnsearch", emb_size=16, hidden_size=16))
     capsys.readouterr()
     code = main(["export", str(run), "--format", "ctranslate2", "-o", str(tmp_path / "ct2")])
     err = capsys.readouterr().err

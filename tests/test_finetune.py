@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
+from conftest import tiny_config, write_yaml
 from nmt.checkpoint import load_checkpoint, load_model, step_checkpoints
 from nmt.cli import main
 from nmt.config.load import load_config
@@ -17,64 +17,27 @@ from nmt.data.prepared import prepared_corpus
 from nmt.jobs import train as train_job
 from nmt.training.trainer import loss_fn
 
-MODEL = {
-    "arch": "transformer",
-    "d_model": 32,
-    "heads": 2,
-    "ff": 64,
-    "layers": 2,
-    "dropout": 0.0,
-    "tie_embeddings": True,
-}
+# The tiny Transformer (the sizes the errors below name) without dropout, trained in fp32 on any
+# CPU: a test recomputes the loss of step 1 and expects the very same number.
+MODEL = {"d_model": 32, "ff": 64, "dropout": 0.0, "tie_embeddings": True}
+TRAIN = {"max_steps": 12, "log_every": 1, "precision": "fp32"}
 
 
-def write_config(path: Path, run: Path, seed: int = 3, **train) -> Path:
-    cfg = {
-        "data": {
-            "source": "synthetic",
-            "batch_tokens": 400,
-            "synthetic": {
-                "train": 300,
-                "valid": 30,
-                "test": 30,
-                "lexicon": 30,
-                "max_words": 12,
-                "seed": seed,
-            },
-        },
-        "vocab": {"type": "word", "size": 200},
-        "model": MODEL,
-        "train": {
-            "run_dir": str(run),
-            "max_steps": 12,
-            "lr": 0.003,
-            "log_every": 1,
-            "valid_every": 1000,
-            "progress": False,
-            "seed": 7,
-            "threads": 1,
-            "precision": "fp32",  # the test recomputes step 1's loss in fp32, on any CPU
-            **train,
-        },
-        "decode": {"beam": 1, "max_len_a": 1.2, "max_len_b": 5},
-    }
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+def config(tmp: Path, **sections) -> Path:
+    cfg = tiny_config(tmp, "transformer", vocab={"size": 200}, model=MODEL, **sections)
+    return write_yaml(tmp / "c.yaml", cfg)
 
 
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("parent")
-    return train_job.train(load_config(write_config(tmp / "p.yaml", tmp / "run"))).run
+    cfg = config(tmp_path_factory.mktemp("parent"), train=TRAIN)
+    return train_job.train(load_config(cfg)).run
 
 
-def child(tmp_path: Path, parent: Path, *overrides: str, **train) -> tuple[Path, list[str]]:
+def child(tmp_path: Path, parent: Path, *overrides: str) -> tuple[Path, list[str]]:
     """A fine-tuning config on another corpus (a different synthetic seed)."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    cfg = write_config(
-        tmp_path / "c.yaml", tmp_path / "child", seed=11, init_from=str(parent), **train
-    )
-    return cfg, list(overrides)
+    train = {**TRAIN, "run_dir": str(tmp_path / "child"), "init_from": str(parent)}
+    return config(tmp_path, data={"synthetic": {"seed": 11}}, train=train), list(overrides)
 
 
 def rows(run: Path) -> list[dict]:

@@ -15,10 +15,11 @@ import torch
 import yaml
 from torch import nn
 
+from conftest import make_config, tiny_config, tiny_model, write_yaml
 from hf_models import marian_dir, synthetic_corpus
 from nmt.checkpoint import load_checkpoint, load_model, save_checkpoint, step_checkpoints
 from nmt.cli import main
-from nmt.config.load import from_dict, load_config, to_dict
+from nmt.config.load import load_config, to_dict
 from nmt.data.tokenizer import EOS
 from nmt.importers.hf import NEVER
 from nmt.jobs import train as train_job
@@ -140,13 +141,7 @@ def test_halves_layout_is_marians_sinusoid_table(hf):
 
 
 def model_with(**options):
-    cfg = from_dict(
-        {
-            "data": {"source": "synthetic"},
-            "model": {"arch": "transformer", "d_model": 16, "heads": 2, "ff": 32, **options},
-        },
-        "test",
-    )
+    cfg = make_config(model=tiny_model("transformer", d_model=16, ff=32, layers=1, **options))
     return build_model(cfg.model, 20, 20).eval()
 
 
@@ -317,24 +312,18 @@ def test_imported_run_decodes_int8_and_exports_to_ctranslate2(imported, corpus, 
 
 def finetune_config(path: Path, imported: Path, corpus: Path, run: Path, **vocab) -> Path:
     parent = yaml.safe_load((imported / "config.yaml").read_text())
-    cfg = {
-        "data": {"source": "local", "path": str(corpus), "batch_tokens": 300},
-        "vocab": {**parent["vocab"], **vocab},
-        "model": parent["model"],
-        "train": {
+    cfg = tiny_config(
+        data={"source": "local", "path": str(corpus)},
+        vocab={**parent["vocab"], **vocab},
+        model=parent["model"],
+        train={
             "run_dir": str(run),
             "init_from": str(imported),
             "max_steps": 4,
-            "lr": 0.0005,
-            "valid_every": 1000,
-            "progress": False,
-            "seed": 5,
-            "threads": 1,
             "precision": "fp32",
         },
-    }
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    )
+    return write_yaml(path, cfg)
 
 
 def test_fine_tuning_an_imported_model_trains_and_resumes_exactly(imported, corpus, tmp_path):
@@ -367,26 +356,15 @@ def test_fine_tuning_with_another_vocabulary_is_one_line(imported, corpus, tmp_p
 @pytest.fixture(scope="module")
 def toy_run(corpus) -> Path:
     """A post-norm Transformer trained for 200 steps on the synthetic corpus."""
-    cfg = {
-        "data": {"source": "local", "path": str(corpus), "batch_tokens": 400},
-        "vocab": {"type": "unigram", "size": 100},
-        "model": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 2},
-        "train": {
-            "run_dir": str(corpus.parent / "toy"),
-            "max_steps": 200,
-            "lr": 0.003,
-            "valid_every": 1000,
-            "progress": False,
-            "seed": 7,
-            "threads": 1,
-            "precision": "fp32",
-        },
-        "decode": {"beam": 3, "max_len_a": 1.2, "max_len_b": 5},
-    }
-    cfg["model"]["norm"] = "post"
-    path = corpus.parent / "toy.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return train_job.train(load_config(path)).run
+    cfg = tiny_config(
+        arch="transformer",
+        data={"source": "local", "path": str(corpus)},
+        vocab={"type": "unigram", "size": 100},
+        model={"norm": "post"},
+        train={"run_dir": str(corpus.parent / "toy"), "max_steps": 200, "precision": "fp32"},
+        decode={"beam": 3},
+    )
+    return train_job.train(load_config(write_yaml(corpus.parent / "toy.yaml", cfg))).run
 
 
 @pytest.fixture(scope="module")
@@ -549,7 +527,7 @@ def test_pre_norm_and_rnn_runs_are_refused_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pre-norm" in err and "MarianMTModel is post-norm" in err
     ck = load_checkpoint(imported / "best.pt")
-    cfg = from_dict({"data": {"source": "synthetic"}, "model": {"arch": "rnnsearch"}}, "test")
+    cfg = make_config(model={"arch": "rnnsearch"})
     rnn = build_model(cfg.model, 10, 10)
     tok = {**ck["tokenizer"]}
     save_checkpoint(

@@ -9,16 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
+from conftest import tiny_config, tiny_model, write_yaml
 from nmt.checkpoint import load_model
 from nmt.cli import main
 from nmt.jobs.evaluate import EvalOptions
 from nmt.text_translation import translate_texts
 from test_multilingual import DIRECTIONS, write_three_way
 
-TRAIN = {"max_steps": 8, "lr": 0.003, "log_every": 4, "progress": False, "seed": 7, "threads": 1}
-TRANSFORMER = {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 1}
+TRANSFORMER = tiny_model("transformer", layers=1)
 EVALUATES_DIRECTIONS = "direction" in {f.name for f in dataclasses.fields(EvalOptions)}
 
 
@@ -28,23 +27,16 @@ def corpus(tmp_path_factory) -> Path:
     return write_three_way(tmp_path_factory.mktemp("multi_study") / "corpus", sizes)
 
 
-def data(corpus: Path, **over) -> dict:
-    return {"source": "local", "path": str(corpus), "directions": DIRECTIONS, **over}
-
-
-def write_study(path: Path, corpus: Path, models: dict, evaluate: dict, **data_over) -> Path:
-    study = {
-        "base": {
-            "data": {**data(corpus, **data_over), "batch_tokens": 300},
-            "vocab": {"type": "unigram", "size": 120},
-            "train": TRAIN,
-            "decode": {"beam": 1, "max_len_a": 1.0, "max_len_b": 4},
-        },
-        "models": models,
-        "evaluate": evaluate,
-    }
-    path.write_text(yaml.safe_dump(study, sort_keys=False))
-    return path
+def write_study(path: Path, corpus: Path, models: dict, evaluate: dict, **data) -> Path:
+    """A study of `models` on the three-way corpus in every direction (or as `data` says)."""
+    base = tiny_config(
+        arch=None,
+        data={"source": "local", "path": str(corpus), "directions": DIRECTIONS, **data},
+        vocab={"type": "unigram", "size": 120},
+        train={"max_steps": 8},
+        decode={"beam": 1, "max_len_a": 1.0, "max_len_b": 4},
+    )
+    return write_yaml(path, {"base": base, "models": models, "evaluate": evaluate})
 
 
 def refused(path: Path, tmp_path: Path, capsys) -> str:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import make_config
+from conftest import TINY_MODELS, make_config, tiny_model
 from nmt.config import DecodeConfig
 from nmt.decode import translate_ids
 from nmt.models import build_model, onednn
@@ -24,16 +24,12 @@ from nmt.precision import cpuinfo_field
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN")
 
-MODELS = {
-    "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},
-    "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},
-    "transformer": {"arch": "transformer", "d_model": 64, "heads": 4, "ff": 128, "layers": 2},
-}
+MODELS = {**TINY_MODELS, "transformer": tiny_model("transformer", d_model=64, heads=4, ff=128)}
 
 
 def model_of(arch: str) -> nn.Module:
     torch.manual_seed(0)
-    cfg = make_config(data={"source": "synthetic"}, model=MODELS[arch])
+    cfg = make_config(model=MODELS[arch])
     model = build_model(cfg.model, 50, 50).eval()
     with torch.no_grad():  # sharpen the untrained distributions: greedy choices are clear-cut
         for p in model.parameters():

@@ -265,7 +265,7 @@ def test_decoding_device_is_the_training_device_and_cuda_without_cuda_is_one_lin
     from nmt.inference import decoding_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    trained_on_gpu = make_config(data={"source": "synthetic"}, train={"device": "cuda"})
+    trained_on_gpu = make_config(train={"device": "cuda"})
     assert decoding_device(None, trained_on_gpu) == CPU  # this machine has no GPU
     with pytest.raises(
         NmtError,
@@ -277,5 +277,5 @@ def test_decoding_device_is_the_training_device_and_cuda_without_cuda_is_one_lin
         decoding_device("gpu", trained_on_gpu)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert decoding_device(None, trained_on_gpu).type == "cuda"
-    trained_on_cpu = make_config(data={"source": "synthetic"}, train={"device": "cpu"})
+    trained_on_cpu = make_config(train={"device": "cpu"})
     assert decoding_device(None, trained_on_cpu) == CPU

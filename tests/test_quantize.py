@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import sacrebleu
 import torch
-import yaml
 
-from conftest import make_config
+from conftest import TINY_MODELS, make_config, tiny_model
 from nmt.checkpoint import load_model
 from nmt.cli import main
 from nmt.config.load import load_config
@@ -18,17 +17,13 @@ from nmt.models import build_model
 from nmt.models.quantize import quantize_int8
 from nmt.text_translation import translate_texts
 
-MODELS = {
-    "seq2seq": {"arch": "seq2seq", "emb_size": 32, "hidden_size": 64},
-    "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 64},
-    "transformer": {"arch": "transformer", "d_model": 64, "heads": 4, "ff": 128, "layers": 2},
-}
+MODELS = {**TINY_MODELS, "transformer": tiny_model("transformer", d_model=64, heads=4, ff=128)}
 
 
 @pytest.mark.parametrize("arch", sorted(MODELS))
 def test_int8_logits_are_close_to_fp32_for_every_architecture(arch):
     torch.manual_seed(0)
-    cfg = make_config(data={"source": "synthetic"}, model=MODELS[arch])
+    cfg = make_config(model=MODELS[arch])
     model = build_model(cfg.model, 50, 50).eval()
     q = quantize_int8(model)
     kinds = {m._get_name() for m in q.modules()}
@@ -48,36 +43,18 @@ def test_int8_logits_are_close_to_fp32_for_every_architecture(arch):
     assert any(type(m) is torch.nn.Linear for m in model.modules())  # the original is untouched
 
 
-def test_int8_translations_of_a_trained_model_match_fp32(tmp_path, capsys):
-    cfg = {
-        "data": {
-            "source": "synthetic",
+def test_int8_translations_of_a_trained_model_match_fp32(tiny_yaml, tmp_path, capsys):
+    cfg = tiny_yaml(
+        data={
             "batch_tokens": 600,
-            "synthetic": {
-                "train": 1000,
-                "valid": 40,
-                "test": 100,
-                "lexicon": 30,
-                "max_words": 12,
-                "seed": 3,
-            },
+            "synthetic": {"train": 1000, "valid": 40, "test": 100, "seed": 3},
         },
-        "vocab": {"type": "word", "size": 200},
-        "model": {**MODELS["transformer"], "dropout": 0.0, "tie_embeddings": True},
-        "train": {
-            "run_dir": str(tmp_path / "run"),
-            "max_steps": 80,
-            "lr": 0.003,
-            "valid_every": 10000,
-            "progress": False,
-            "seed": 7,
-            "threads": 1,
-            "precision": "fp32",  # the same model on every CPU (auto picks bf16 where it is fast)
-        },
-        "decode": {"beam": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    run = train_job.train(load_config(tmp_path / "c.yaml")).run
+        model={**MODELS["transformer"], "dropout": 0.0, "tie_embeddings": True},
+        # fp32: the same model on every CPU (auto picks bf16 where it is fast)
+        train={"max_steps": 80, "precision": "fp32"},
+        decode={"beam": 1, "max_len_a": 1.5, "max_len_b": 10},  # the limits measured below
+    )
+    run = train_job.train(load_config(cfg)).run
     c, model, tok, _ = load_model(run)
     src, _ = load_split(c.data, "test")
     fp32 = [t.text for t in translate_texts(model, tok, src, c.decode)]

@@ -9,7 +9,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 from nmt.checkpoint import load_model
 from nmt.cli import main
@@ -73,37 +72,6 @@ TINY_ARCH = textwrap.dedent('''
 ''')
 
 
-def write(tmp_path: Path, model: dict, name: str = "cfg.yaml", **train) -> Path:
-    cfg = {
-        "data": {
-            "source": "synthetic",
-            "batch_tokens": 300,
-            "synthetic": {
-                "train": 200,
-                "valid": 10,
-                "test": 10,
-                "lexicon": 20,
-                "max_words": 8,
-                "seed": 5,
-            },
-        },
-        "vocab": {"type": "word", "size": 200},
-        "model": model,
-        "train": {
-            "run_dir": str(tmp_path / "run"),
-            "max_steps": 4,
-            "log_every": 2,
-            "progress": False,
-            "threads": 1,
-            **train,
-        },
-        "decode": {"beam": 2},
-    }
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
 def error_of(capsys, *args: str) -> str:
     assert main(list(args)) == 2
     err = capsys.readouterr().err.strip()
@@ -111,9 +79,9 @@ def error_of(capsys, *args: str) -> str:
     return err
 
 
-def test_a_key_of_another_architecture_is_an_error_naming_its_owner(tmp_path, capsys):
+def test_a_key_of_another_architecture_is_an_error_naming_its_owner(tiny_yaml, tmp_path, capsys):
     # The issue's example: heads and d_model mean nothing to an RNN.
-    cfg = write(tmp_path, {"arch": "rnnsearch"})
+    cfg = tiny_yaml("rnnsearch")
     err = error_of(
         capsys,
         "train",
@@ -129,24 +97,26 @@ def test_a_key_of_another_architecture_is_an_error_naming_its_owner(tmp_path, ca
     assert not (tmp_path / "run").exists()
 
 
-def test_a_misspelt_key_suggests_the_closest_key_of_its_architecture(tmp_path, capsys):
-    cfg = write(tmp_path, {"arch": "transformer", "d_modl": 64})
+def test_a_misspelt_key_suggests_the_closest_key_of_its_architecture(tiny_yaml, capsys):
+    cfg = tiny_yaml("transformer", model={"d_modl": 64})
     err = error_of(capsys, "train", str(cfg))
     assert "unknown key 'model.d_modl'" in err and "did you mean 'model.d_model'?" in err
 
 
-def test_an_unknown_architecture_is_refused_at_load_time_with_a_suggestion(tmp_path, capsys):
-    cfg = write(tmp_path, {"arch": "rnnsearc"})
+def test_an_unknown_architecture_is_refused_at_load_time_with_a_suggestion(
+    tiny_yaml, tmp_path, capsys
+):
+    cfg = tiny_yaml("rnnsearc")
     err = error_of(capsys, "train", str(cfg))
     assert "unknown architecture 'model.arch: rnnsearc'" in err
     assert "did you mean 'rnnsearch'?" in err and "registered: rnnsearch, seq2seq" in err
     assert not (tmp_path / "run").exists()
 
 
-def test_each_architecture_checks_its_own_fields_in_one_place(tmp_path):
+def test_each_architecture_checks_its_own_fields_in_one_place(tiny_yaml):
     with pytest.raises(NmtError, match=r"'model.d_model' \(18\) .* divisible by 'model.heads'"):
-        load_config(write(tmp_path, {"arch": "transformer", "d_model": 18, "heads": 4}))
-    cfg = load_config(write(tmp_path, {"arch": "seq2seq", "hidden_size": 18}))
+        load_config(tiny_yaml("transformer", model={"d_model": 18, "heads": 4}))
+    cfg = load_config(tiny_yaml("seq2seq", model={"hidden_size": 18}))
     assert type(cfg.model).__name__ == "Seq2SeqConfig" and cfg.model.hidden_size == 18
     assert not hasattr(cfg.model, "heads")
 
@@ -176,7 +146,7 @@ LOGITS_ONLY_ARCH = TINY_ARCH.replace(
 
 
 @pytest.mark.parametrize("source", [TINY_ARCH, LOGITS_ONLY_ARCH], ids=["features", "logits-only"])
-def test_a_new_architecture_is_one_file(tmp_path, monkeypatch, source):
+def test_a_new_architecture_is_one_file(tiny_yaml, tmp_path, monkeypatch, source):
     """Register a tiny architecture from a file outside the package, then train, evaluate and
     translate with it like any other: no other file changes."""
     path = tmp_path / "bag_arch.py"
@@ -186,13 +156,13 @@ def test_a_new_architecture_is_one_file(tmp_path, monkeypatch, source):
     monkeypatch.setitem(sys.modules, "bag_arch", module)
     spec.loader.exec_module(module)
     try:
-        cfg = write(tmp_path, {"arch": "bag", "width": 12})
+        cfg = tiny_yaml("bag", model={"width": 12}, train={"max_steps": 4})
         run = train_job.train(load_config(cfg)).run
         cfg_loaded, model, tok, meta = load_model(run)
         assert cfg_loaded.model.width == 12 and meta["step"] == 4
         assert type(model).__name__ == "Bag"
         with pytest.raises(NmtError, match="'bag' architecture has no such key"):
-            load_config(write(tmp_path, {"arch": "bag", "hidden_size": 3}, name="bad.yaml"))
+            load_config(tiny_yaml("bag", "bad.yaml", model={"hidden_size": 3}))
     finally:  # leave the registry as other tests expect it
         from nmt.models import registry
 

@@ -75,16 +75,14 @@ def test_a_run_that_averaged_its_last_checkpoints_is_its_average(tmp_path):
 
 
 def test_same_config_compares_every_key_with_defaults_filled_in(tmp_path):
-    cfg = make_config(data={"source": "synthetic"}, train={"run_dir": str(tmp_path / "r")})
+    cfg = make_config(train={"run_dir": str(tmp_path / "r")})
     run = RunDir(cfg.train.run_dir)
     assert not run.same_config(cfg) and run.saved_config() is None and run.is_empty()
     run.create(cfg)
     assert run.config.read_text(encoding="utf-8") == dump_yaml(cfg)
     assert run.same_config(cfg) and run.saved_config() == cfg
     assert not run.is_empty() and not run.holds_run()
-    other = make_config(
-        data={"source": "synthetic"}, train={"run_dir": str(tmp_path / "r"), "lr": 0.01}
-    )
+    other = make_config(train={"run_dir": str(tmp_path / "r"), "lr": 0.01})
     assert not run.same_config(other)
     touch(run.step_checkpoint(1))
     assert run.holds_run()
@@ -94,16 +92,13 @@ def test_same_config_compares_every_key_with_defaults_filled_in(tmp_path):
 
 def test_a_run_made_before_a_key_existed_or_on_other_threads_is_the_same_run(tmp_path):
     # a study rerun after nmt gained a key must resume its models, not wipe them (it did)
-    cfg = make_config(data={"source": "synthetic"}, train={"run_dir": str(tmp_path / "r")})
+    cfg = make_config(train={"run_dir": str(tmp_path / "r")})
     run = RunDir(cfg.train.run_dir).create(cfg)
     older = run.config.read_text(encoding="utf-8").replace("  word_dropout: 0.0\n", "")
     assert older != run.config.read_text(encoding="utf-8")
     run.config.write_text(older, encoding="utf-8")
     assert run.same_config(cfg)
-    elsewhere = make_config(
-        data={"source": "synthetic"},
-        train={"run_dir": str(tmp_path / "r"), "threads": 1, "progress": False},
-    )
+    elsewhere = make_config(train={"run_dir": str(tmp_path / "r"), "threads": 1, "progress": False})
     assert run.same_config(elsewhere)
     run.config.write_text(older.replace("  seed:", "  no_such_key: 1\n  seed:"), encoding="utf-8")
     assert not run.same_config(cfg)  # a key this nmt cannot read: another run, not an error

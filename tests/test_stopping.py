@@ -13,7 +13,7 @@ from nmt.training.stopping import STOP_CODES, stop_decision
 
 
 def cfg(**train):
-    return make_config(data={"source": "synthetic"}, train=train)
+    return make_config(train=train)
 
 
 def test_nothing_to_stop_for():

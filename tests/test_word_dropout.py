@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -12,7 +14,6 @@ from nmt.data.tokenizer import EOS, PAD, UNK
 from nmt.data.word_dropout import drop_source_words
 from nmt.errors import NmtError
 from nmt.jobs import train as train_job
-from test_train import write_config
 
 
 def _batch():
@@ -42,11 +43,14 @@ def test_zero_word_dropout_leaves_the_batch_and_the_random_stream_alone():
     assert torch.equal(torch.get_rng_state(), state)
 
 
-def test_word_dropout_changes_training_and_resumes_exactly(tmp_path):
-    plain = train_job.train(load_config(write_config(tmp_path / "p", max_steps=16))).run
-    full = write_config(tmp_path / "a", max_steps=16, word_dropout=0.3)
+def test_word_dropout_changes_training_and_resumes_exactly(tiny_yaml):
+    def config(name: str, **train) -> Path:
+        return tiny_yaml("transformer", f"{name}/config.yaml", train=train)
+
+    plain = train_job.train(load_config(config("p", max_steps=16))).run
+    full = config("a", max_steps=16, word_dropout=0.3)
     run_a = train_job.train(load_config(full)).run
-    part = write_config(tmp_path / "b", max_steps=7, word_dropout=0.3)
+    part = config("b", max_steps=7, word_dropout=0.3)
     run_b = train_job.train(load_config(part)).run
     train_job.train(load_config(part, ["train.max_steps=16"]), resume=True)
 
@@ -58,6 +62,6 @@ def test_word_dropout_changes_training_and_resumes_exactly(tmp_path):
     assert any(not torch.allclose(a[k], p[k], atol=1e-4) for k in a)
 
 
-def test_word_dropout_must_be_a_probability(tmp_path):
+def test_word_dropout_must_be_a_probability(tiny_yaml):
     with pytest.raises(NmtError, match="word_dropout"):
-        load_config(write_config(tmp_path, word_dropout=1.0))
+        load_config(tiny_yaml(train={"word_dropout": 1.0}))
