@@ -75,22 +75,29 @@ def decode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, help="sampling seed (default: decode.seed)")
 
 
-def language_args(p: argparse.ArgumentParser) -> None:
-    """`nmt translate`'s languages, for a model of several directions (data.directions)."""
+TRANSLATE_TGT_HELP = (
+    "the language to translate into: required for a multilingual model (one of its target "
+    "languages); a one-direction model takes only its own"
+)
+TRANSLATE_SRC_HELP = (
+    "the input's language, checked against the languages the model reads (the model needs only "
+    "the target's tag)"
+)
+
+
+def language_args(
+    p: argparse.ArgumentParser,
+    tgt_help: str = TRANSLATE_TGT_HELP,
+    src_help: str = TRANSLATE_SRC_HELP,
+    pivot: bool = True,
+) -> None:
+    """The languages of a model of several directions (data.directions): `nmt translate`'s, or
+    with other help texts and no --pivot, `nmt score`'s."""
     g = p.add_argument_group("languages (a multilingual model)")
-    g.add_argument(
-        "--tgt-lang",
-        metavar="LANG",
-        help="the language to translate into: required for a multilingual model (one of its "
-        "target languages); a one-direction model takes only its own",
-    )
-    g.add_argument(
-        "--src-lang",
-        metavar="LANG",
-        help="the input's language, checked against the languages the model reads (the model "
-        "needs only the target's tag)",
-    )
-    pivot_arg(g)
+    g.add_argument("--tgt-lang", metavar="LANG", help=tgt_help)
+    g.add_argument("--src-lang", metavar="LANG", help=src_help)
+    if pivot:
+        pivot_arg(g)
 
 
 def pivot_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nmt.cli.options import decode_overrides, positive
+from nmt.cli.options import decode_overrides, language_args, positive
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -29,17 +29,12 @@ def register(sub: "argparse._SubParsersAction") -> None:
     sc.add_argument("-o", "--output", help="output file (default: stdout)")
     sc.add_argument("--alpha", type=float, help="length penalty of norm_score (decode.alpha)")
     sc.add_argument("--batch-tokens", type=positive, help="source tokens per batch")
-    g = sc.add_argument_group("languages (a multilingual model)")
-    g.add_argument(
-        "--tgt-lang",
-        metavar="LANG",
-        help="the language of --ref: required for a multilingual model (one of its target "
+    language_args(
+        sc,
+        tgt_help="the language of --ref: required for a multilingual model (one of its target "
         "languages); a one-direction model takes only its own",
-    )
-    g.add_argument(
-        "--src-lang",
-        metavar="LANG",
-        help="the language of --src, checked against the languages the model reads",
+        src_help="the language of --src, checked against the languages the model reads",
+        pivot=False,
     )
     sc.add_argument(
         "--device",
