@@ -173,6 +173,7 @@ def existing_run_config(study: dict, run_path: str, where: str) -> Config:
 
 _stop = None  # in a worker process: set by the study when another model has failed
 _study_pid: Optional[int] = None  # in a worker process: the study's process
+_orphaned = False  # in a worker process: the study's parent-death signal has arrived
 
 
 def _worker_init(stop, study_pid: int) -> None:
@@ -182,17 +183,27 @@ def _worker_init(stop, study_pid: int) -> None:
 
 
 def _study_is_gone() -> bool:
-    return _study_pid is not None and os.getppid() != _study_pid
+    # The flag, not only getppid(): some kernels (sandboxes) reparent the orphan a moment after
+    # they deliver the parent-death signal, and a worker that asked then took a queued model.
+    return _orphaned or (_study_pid is not None and os.getppid() != _study_pid)
+
+
+def _on_study_death(_signum: int, _frame: Any) -> None:
+    global _orphaned
+    _orphaned = True
+    signal.raise_signal(signal.SIGTERM)  # a model in training saves a checkpoint and stops
 
 
 def _stop_with_the_study() -> None:
-    """SIGTERM this worker when the study's process dies, even by SIGKILL (Linux's parent-death
-    signal): a model in training then saves a checkpoint and stops, where it would otherwise train
-    on, unseen, beside the next run of the study."""
+    """SIGTERM this worker when the study's process dies, even by SIGKILL: Linux's parent-death
+    signal (SIGUSR1, so the worker knows why) marks the study gone and raises SIGTERM. A model in
+    training then saves a checkpoint and stops, where it would otherwise train on, unseen,
+    beside the next run of the study."""
     if sys.platform.startswith("linux"):
+        signal.signal(signal.SIGUSR1, _on_study_death)
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        if libc.prctl(ctypes.c_int(pr_set_pdeathsig), ctypes.c_ulong(signal.SIGTERM)) != 0:
+        if libc.prctl(ctypes.c_int(pr_set_pdeathsig), ctypes.c_ulong(signal.SIGUSR1)) != 0:
             log.warning(f"study worker: prctl failed ({os.strerror(ctypes.get_errno())})")
     if _study_is_gone():  # the study died before the line above took effect
         os.kill(os.getpid(), signal.SIGTERM)
