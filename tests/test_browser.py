@@ -127,9 +127,9 @@ def browser():
         b.close()
 
 
-def nmt_translate(run: Path, text: str) -> str:
+def nmt_translate(run: Path, text: str, *options: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "nmt", "translate", str(run)],
+        [sys.executable, "-m", "nmt", "translate", str(run), *options],
         input=text + "\n",
         capture_output=True,
         text=True,
@@ -220,4 +220,31 @@ def test_page_offers_the_runs_own_example_and_labels_the_heatmap_with_plain_word
              return th.getBoundingClientRect().height - r.getBoundingClientRect().height; })"""
     )
     assert columns and min(slack) < 16, slack
+    page.close()
+
+
+@needs_browser
+def test_page_puts_the_phrases_typed_in_its_box_in_the_translation(
+    server, browser, tiny_transformer_run, tmp_path
+):
+    """A phrase typed in the box (one the untrained-enough model would not have written) is in
+    the translation shown, which is `nmt translate --constraints`'s for the same phrase."""
+    corpus = tiny_transformer_run.parent / "corpus"
+    sentence = (corpus / "test.src").read_text().splitlines()[0]
+    before = nmt_translate(tiny_transformer_run, sentence)
+    words = (corpus / "train.tgt").read_text().split()
+    phrase = next(w for w in words if f" {w} " not in f" {before} ")
+    cons = tmp_path / "cons.tsv"
+    cons.write_text(phrase + "\n")
+    want = nmt_translate(tiny_transformer_run, sentence, "--constraints", str(cons))
+
+    page = browser.new_page()
+    page.goto(server + "/")
+    page.wait_for_function("document.querySelector('#beam').options.length > 0")
+    page.fill("#source", sentence)
+    page.fill("#constraints", f" {phrase} , ")  # spaces and an empty item are dropped
+    page.click("#translate")
+    page.wait_for_selector("#translations li .text")
+    shown = page.inner_text("#translations li .text")
+    assert f" {phrase} " in f" {shown} " and shown == want
     page.close()
