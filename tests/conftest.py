@@ -214,3 +214,59 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# The toy three-language corpus of the multilingual tests (a, b, c: disjoint spellings).
+DIRECTIONS = ["a-b", "b-a", "c-b", "b-c"]  # a-c and c-a are zero-shot
+TAGS = ["source", "target"]
+
+
+def respell_c(sentence: str) -> str:
+    return " ".join("k" + w[::-1] for w in sentence.split())
+
+
+@pytest.fixture(scope="session")
+def three_way_corpus(tmp_path_factory) -> Path:
+    """Line-aligned SPLIT.a, SPLIT.b, SPLIT.c (train, valid, test)."""
+    out = tmp_path_factory.mktemp("three_languages")
+    for seed, (split, n) in enumerate({"train": 240, "valid": 12, "test": 16}.items()):
+        a, b = zip(*tiny_pairs(n, seed))
+        for lang, lines in {"a": a, "b": b, "c": [respell_c(s) for s in a]}.items():
+            (out / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), "utf-8")
+    return out
+
+
+@pytest.fixture(scope="session")
+def multilingual_runs(three_way_corpus: Path, tmp_path_factory) -> dict[str, Path]:
+    """A small Transformer trained on the four directions in each tag mode (150 steps: enough
+    for the tag to decide the output language, as in test_multilingual.py), shared
+    by the multilingual decoding, scoring and page tests."""
+    from nmt.jobs import train as train_job
+
+    root = tmp_path_factory.mktemp("multilingual_runs")
+    out = {}
+    for tag in TAGS:
+        cfg = make_config(
+            data={
+                "source": "local",
+                "path": str(three_way_corpus),
+                "directions": DIRECTIONS,
+                "tag": tag,
+                "batch_tokens": 300,
+                "prepared_dir": str(root / "prepared"),
+            },
+            vocab={"type": "unigram", "size": 120},
+            model={"arch": "transformer", "d_model": 64, "heads": 4, "ff": 128, "layers": 2},
+            train={
+                "run_dir": str(root / tag),
+                "max_steps": 150,
+                "valid_every": 150,
+                "valid_max_sentences": 5,
+                "lr": 0.003,
+                "progress": False,
+                "threads": 1,
+            },
+            decode={"beam": 2, "max_len_a": 1.0, "max_len_b": 4},
+        )
+        out[tag] = train_job.train(cfg).run
+    return out

@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -87,13 +88,12 @@ def get_json(url: str, body: dict | None = None) -> dict:
         return json.loads(r.read())
 
 
-@pytest.fixture(scope="module")
-def server(tiny_transformer_run: Path):
+def serving(run: Path) -> Iterator[str]:
     """`nmt serve RUN --port P` as a user starts it; its base URL once /v1/health answers."""
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nmt", "serve", str(tiny_transformer_run), "--port", str(port)],
+        [sys.executable, "-m", "nmt", "serve", str(run), "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -115,6 +115,16 @@ def server(tiny_transformer_run: Path):
     yield url
     proc.terminate()
     proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_transformer_run: Path) -> Iterator[str]:
+    yield from serving(tiny_transformer_run)
+
+
+@pytest.fixture(scope="module")
+def multilingual_server(multilingual_runs: dict[str, Path]) -> Iterator[str]:
+    yield from serving(multilingual_runs["source"])
 
 
 @pytest.fixture(scope="module")
@@ -247,4 +257,33 @@ def test_page_puts_the_phrases_typed_in_its_box_in_the_translation(
     page.wait_for_selector("#translations li .text")
     shown = page.inner_text("#translations li .text")
     assert f" {phrase} " in f" {shown} " and shown == want
+    page.close()
+
+
+@needs_browser
+def test_page_translates_into_the_language_chosen_directly_or_through_a_pivot(
+    multilingual_server, browser, multilingual_runs, three_way_corpus
+):
+    """A multilingual model's page has the target-language and pivot menus; what it shows is
+    `nmt translate --tgt-lang` (and `--pivot`)'s for the same sentence."""
+    run = multilingual_runs["source"]
+    sentence = (three_way_corpus / "test.a").read_text().splitlines()[0]
+    page = browser.new_page()
+    page.goto(multilingual_server + "/")
+    page.wait_for_function("document.querySelector('#pivot').options.length > 0")
+    assert (
+        page.locator("#tgt-lang-label").is_visible() and page.locator("#pivot-label").is_visible()
+    )
+    assert page.locator("#pivot option").all_inner_texts() == ["direct", "a", "b", "c"]
+    page.fill("#source", sentence)
+    for pivot in ("", "b"):
+        page.select_option("#tgt-lang", "c")
+        page.select_option("#pivot", pivot)
+        page.click("#translate")
+        page.wait_for_function("!document.querySelector('#translate').disabled")
+        shown = page.inner_text("#translations li .text")
+        via = ["--pivot", pivot] if pivot else []
+        assert shown == nmt_translate(run, sentence, "--tgt-lang", "c", "--src-lang", "a", *via)
+        # through a pivot there is no attention over the input to draw
+        assert page.locator("#attention").is_hidden() == bool(pivot)
     page.close()

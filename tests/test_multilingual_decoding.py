@@ -21,16 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_config, tiny_pairs
+from conftest import DIRECTIONS, TAGS
 from nmt.cli import main
 from nmt.errors import NmtError
-
-DIRECTIONS = ["a-b", "b-a", "c-b", "b-c"]  # a-c and c-a are zero-shot
-TAGS = ["source", "target"]
-
-
-def respell_c(sentence: str) -> str:
-    return " ".join("k" + w[::-1] for w in sentence.split())
 
 
 def toy_language(text: str) -> str:
@@ -44,49 +37,13 @@ def toy_identifier(texts: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    """Line-aligned SPLIT.a, SPLIT.b, SPLIT.c (train, valid, test)."""
-    out = tmp_path_factory.mktemp("three_languages")
-    for seed, (split, n) in enumerate({"train": 240, "valid": 12, "test": 16}.items()):
-        a, b = zip(*tiny_pairs(n, seed))
-        for lang, lines in {"a": a, "b": b, "c": [respell_c(s) for s in a]}.items():
-            (out / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), "utf-8")
-    return out
+def corpus(three_way_corpus: Path) -> Path:
+    return three_way_corpus
 
 
 @pytest.fixture(scope="module")
-def runs(corpus, tmp_path_factory) -> dict[str, Path]:
-    """A small Transformer trained on the four directions in each tag mode (150 steps: enough
-    for the tag to decide the output language, as in test_multilingual.py)."""
-    from nmt.jobs import train as train_job
-
-    root = tmp_path_factory.mktemp("multilingual_runs")
-    out = {}
-    for tag in TAGS:
-        cfg = make_config(
-            data={
-                "source": "local",
-                "path": str(corpus),
-                "directions": DIRECTIONS,
-                "tag": tag,
-                "batch_tokens": 300,
-                "prepared_dir": str(root / "prepared"),
-            },
-            vocab={"type": "unigram", "size": 120},
-            model={"arch": "transformer", "d_model": 64, "heads": 4, "ff": 128, "layers": 2},
-            train={
-                "run_dir": str(root / tag),
-                "max_steps": 150,
-                "valid_every": 150,
-                "valid_max_sentences": 5,
-                "lr": 0.003,
-                "progress": False,
-                "threads": 1,
-            },
-            decode={"beam": 2, "max_len_a": 1.0, "max_len_b": 4},
-        )
-        out[tag] = train_job.train(cfg).run
-    return out
+def runs(multilingual_runs: dict[str, Path]) -> dict[str, Path]:
+    return multilingual_runs
 
 
 def lines(path: Path) -> list[str]:

@@ -33,6 +33,11 @@ async function loadModel() {
   // A multilingual model needs a target language with every request; others have just theirs.
   for (const lang of model.target_languages) option($("tgt-lang"), lang, lang, false);
   $("tgt-lang-label").hidden = !model.multilingual;
+  // A pivot is a language the model both reads and writes: source -> pivot -> target.
+  option($("pivot"), "", "direct", true);
+  for (const lang of model.target_languages)
+    if (model.source_languages.includes(lang)) option($("pivot"), lang, lang, false);
+  $("pivot-label").hidden = !model.multilingual;
   for (let l = 0; l < model.attention_layers; l++)
     option($("layer"), l, String(l), l === model.attention_layers - 1);
   option($("head"), "", "mean", true);
@@ -50,6 +55,9 @@ async function post(texts, extra) {
   const body = { text: texts, beam: Number($("beam").value), nbest: Number($("nbest").value),
                  alignment: true, ...view(), ...extra };
   if (model.multilingual) body.tgt_lang = $("tgt-lang").value;
+  // Through a pivot the last pass reads the pivot text: no attention over the input to show.
+  if (model.multilingual && $("pivot").value)
+    Object.assign(body, { pivot: $("pivot").value, alignment: false });
   const r = await fetch("/v1/translate", { method: "POST", body: JSON.stringify(body),
                                            headers: { "Content-Type": "application/json" } });
   const data = await r.json();
