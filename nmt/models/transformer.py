@@ -16,6 +16,7 @@ computed once in init_state, contiguous so that no step copies them again.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -79,6 +80,20 @@ class FeedForward(nn.Sequential):
         super().__init__(nn.Linear(d, ff), act, Dropout(dropout), nn.Linear(ff, d))
 
 
+@dataclass(frozen=True)
+class LayerShape:
+    """What every encoder and decoder layer is built from: TransformerConfig, resolved."""
+
+    d: int
+    heads: int
+    ff: int
+    dropout: float  # on each sublayer's output, before the residual sum
+    pre: bool  # pre-norm (norm before each sublayer) or post-norm
+    attn_dropout: float
+    act: str
+    ff_dropout: float  # inside the feed-forward block
+
+
 class Sublayers(nn.Module):
     """Residual wiring shared by both layer types: `inp` feeds f, `res` adds f's output back."""
 
@@ -96,21 +111,11 @@ class Sublayers(nn.Module):
 
 
 class EncoderLayer(Sublayers):
-    def __init__(
-        self,
-        d: int,
-        heads: int,
-        ff: int,
-        dropout: float,
-        pre: bool,
-        attn_dropout: float,
-        act: str,
-        ff_dropout: float,
-    ) -> None:
-        super().__init__(pre, dropout)
-        self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
-        self.ff = FeedForward(d, ff, ff_dropout, act)
-        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+    def __init__(self, s: LayerShape) -> None:
+        super().__init__(s.pre, s.dropout)
+        self.self_attn = MultiHeadAttention(s.d, s.heads, s.attn_dropout)
+        self.ff = FeedForward(s.d, s.ff, s.ff_dropout, s.act)
+        self.norm1, self.norm2 = nn.LayerNorm(s.d), nn.LayerNorm(s.d)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         h = self.inp(x, self.norm1)
@@ -119,22 +124,12 @@ class EncoderLayer(Sublayers):
 
 
 class DecoderLayer(Sublayers):
-    def __init__(
-        self,
-        d: int,
-        heads: int,
-        ff: int,
-        dropout: float,
-        pre: bool,
-        attn_dropout: float,
-        act: str,
-        ff_dropout: float,
-    ) -> None:
-        super().__init__(pre, dropout)
-        self.self_attn = MultiHeadAttention(d, heads, attn_dropout)
-        self.cross_attn = MultiHeadAttention(d, heads, attn_dropout)
-        self.ff = FeedForward(d, ff, ff_dropout, act)
-        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+    def __init__(self, s: LayerShape) -> None:
+        super().__init__(s.pre, s.dropout)
+        self.self_attn = MultiHeadAttention(s.d, s.heads, s.attn_dropout)
+        self.cross_attn = MultiHeadAttention(s.d, s.heads, s.attn_dropout)
+        self.ff = FeedForward(s.d, s.ff, s.ff_dropout, s.act)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(s.d), nn.LayerNorm(s.d), nn.LayerNorm(s.d)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
         h = self.inp(x, self.norm1)
@@ -265,10 +260,11 @@ class Transformer(NMTModel):
         self.positions = Positions(cfg.positions, d, cfg.max_positions, cfg.sinusoid_layout)
         self.emb_scale = math.sqrt(d) if cfg.scale_embeddings else 1.0
         ff_drop = cfg.dropout if cfg.activation_dropout is None else cfg.activation_dropout
-        args = (d, cfg.heads, cfg.ff, cfg.dropout, pre, cfg.attention_dropout, cfg.activation)
-        args += (ff_drop,)
-        self.encoder = nn.ModuleList(EncoderLayer(*args) for _ in range(L))
-        self.decoder = nn.ModuleList(DecoderLayer(*args) for _ in range(L))
+        shape = LayerShape(
+            d, cfg.heads, cfg.ff, cfg.dropout, pre, cfg.attention_dropout, cfg.activation, ff_drop
+        )
+        self.encoder = nn.ModuleList(EncoderLayer(shape) for _ in range(L))
+        self.decoder = nn.ModuleList(DecoderLayer(shape) for _ in range(L))
         self.enc_norm = nn.LayerNorm(d) if pre else nn.Identity()
         self.dec_norm = nn.LayerNorm(d) if pre else nn.Identity()
         self.out = nn.Linear(d, tgt_vocab, bias=cfg.final_logits_bias)
