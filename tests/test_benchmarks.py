@@ -22,7 +22,7 @@ SCRIPTS = sorted(
 
 
 def test_every_measurement_script_lives_in_benchmarks():
-    assert len(SCRIPTS) == 15
+    assert len(SCRIPTS) == 16
     left = {p.name for p in (ROOT / "scripts").glob("*.py")}
     assert left == {"gpu_check.py", "screenshot_serve.py"}
 
@@ -205,6 +205,31 @@ def test_the_speed_benchmark_writes_one_json_and_a_table(tmp_path, monkeypatch):
     assert "| transformer training fp32, target tok/s |" in res["table"]
     assert "| transformer training fp32, MFU |" in res["table"]
     assert "| transformer training, bf16 / fp32 |" in res["table"]
+
+
+def test_the_constraints_benchmark_times_both_passes_on_the_same_lines(
+    tiny_transformer_run, tmp_path, monkeypatch
+):
+    """Every pass of each kind is recorded, the ratio is of their medians, and the constrained
+    pass says how many of the drawn phrases its translations hold."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.benchmark_constraints import bench
+    from nmt.data.constraints_file import draw_constraints
+
+    refs = (tiny_transformer_run.parent / "corpus" / "test.tgt").read_text().splitlines()
+    drawn = draw_constraints(refs, seed=1, phrases=(1, 2), words=(1, 1))
+    cons = tmp_path / "cons.tsv"
+    cons.write_text("".join("\t".join(p) + "\n" for p in drawn))
+    res = bench(str(tiny_transformer_run), str(cons), "test", beam=2, repeats=2)
+    assert res["sentences"] == len(refs) and res["step"] == 40
+    for kind in ("without", "with"):
+        assert len(res[kind]["seconds"]) == 2 and 0 <= res[kind]["bleu"] <= 100
+    medians = res["with"]["median_seconds"] / res["without"]["median_seconds"]
+    assert res["time_ratio"] == round(medians, 3)
+    record = res["with"]["constraints"]
+    assert record["phrases"] == sum(map(len, drawn)) and record["lines"] == len(refs)
+    assert record["met"] == record["phrases"]  # one-word phrases always fit the tiny limit
+    assert "constraints" not in res["without"]
 
 
 def test_the_timed_study_reports_what_each_model_learned(tmp_path, monkeypatch):
