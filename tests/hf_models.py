@@ -149,3 +149,19 @@ def marian_dir(
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def load_hf(marian: Path) -> tuple[Any, Any]:
+    """transformers' own model (in eval mode) and tokenizer of a Marian directory."""
+    import transformers
+
+    model = transformers.MarianMTModel.from_pretrained(marian).eval()
+    return model, transformers.MarianTokenizer.from_pretrained(marian)
+
+
+def imported_run(marian: Path, run: Path) -> Path:
+    """`nmt import hf MARIAN -o RUN`, as a user runs it; the run directory."""
+    from nmt.cli import main
+
+    assert main(["import", "hf", str(marian), "-o", str(run)]) == 0
+    return run

@@ -16,7 +16,7 @@ import yaml
 from torch import nn
 
 from conftest import make_config, tiny_config, tiny_model, write_yaml
-from hf_models import marian_dir, synthetic_corpus
+from hf_models import imported_run, load_hf, marian_dir, synthetic_corpus
 from nmt.checkpoint import load_checkpoint, load_model, save_checkpoint, step_checkpoints
 from nmt.cli import main
 from nmt.config.load import load_config, to_dict
@@ -46,15 +46,12 @@ def marian(corpus) -> Path:
 
 @pytest.fixture(scope="module")
 def hf(marian):
-    model = transformers.MarianMTModel.from_pretrained(marian).eval()
-    return model, transformers.MarianTokenizer.from_pretrained(marian)
+    return load_hf(marian)
 
 
 @pytest.fixture(scope="module")
 def imported(marian) -> Path:
-    run = marian.parent / "imported"
-    assert main(["import", "hf", str(marian), "-o", str(run)]) == 0
-    return run
+    return imported_run(marian, marian.parent / "imported")
 
 
 def limit(cfg, n_src_ids: int) -> int:

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from hf_models import marian_dir, synthetic_corpus
+from hf_models import imported_run, load_hf, marian_dir, synthetic_corpus
 from nmt.checkpoint import load_checkpoint, load_model
 from nmt.cli import main
 from nmt.errors import NmtError
@@ -45,15 +45,12 @@ def marian(corpus, request) -> Path:
 
 @pytest.fixture(scope="module")
 def hf(marian):
-    model = transformers.MarianMTModel.from_pretrained(marian).eval()
-    return model, transformers.MarianTokenizer.from_pretrained(marian)
+    return load_hf(marian)
 
 
 @pytest.fixture(scope="module")
 def imported(marian) -> Path:
-    run = marian.parent / f"{marian.name}-run"
-    assert main(["import", "hf", str(marian), "-o", str(run)]) == 0
-    return run
+    return imported_run(marian, marian.parent / f"{marian.name}-run")
 
 
 def their_pieces(tok, ids: list[int]) -> list[str]:
