@@ -642,6 +642,44 @@ def study(tmp_path_factory) -> tuple[Path, Path]:
     return path, out
 
 
+def test_a_study_dry_run_says_what_each_model_would_do_and_writes_nothing(tmp_path, capsys):
+    path, out = write_study(tmp_path / "study.yaml"), tmp_path / "out"
+    assert main(["study", str(path), "--out", str(out), "--dry-run"]) == 0
+    head, *models = capsys.readouterr().out.splitlines()
+    assert (
+        head
+        == f"study {path} -> {out}: 2 model(s), 1 at a time; each scored on split 'test' with beam 1"
+    )
+    assert [m.split(",")[0] for m in models] == ["  seq2seq: seq2seq", "  rnnsearch: rnnsearch"]
+    assert (
+        models[0].endswith(f"; trains a new run in {out / 'seq2seq'}") and "10 steps" in models[0]
+    )
+    assert not out.exists()
+
+
+def test_a_dry_run_of_a_finished_study_scores_only_and_a_new_budget_retrains(study, capsys):
+    path, out = study
+    before = sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*"))
+    assert main(["study", str(path), "--out", str(out), "--dry-run"]) == 0
+    plan = capsys.readouterr().out.splitlines()[1:]
+    assert len(plan) == 2 and all(m.endswith(": scored only") for m in plan), plan
+    assert (
+        main(["study", str(path), "--out", str(out), "--dry-run", "--set", "train.max_steps=12"])
+        == 0
+    )
+    plan = capsys.readouterr().out.splitlines()[1:]
+    assert all("12 steps" in m and "; trains a new run in" in m for m in plan), plan
+    assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+
+
+def test_a_study_dry_run_refuses_what_the_study_would_refuse(tmp_path, capsys):
+    path = write_study(tmp_path / "study.yaml")
+    args = ["study", str(path), "--out", str(tmp_path / "out"), "--dry-run"]
+    assert main([*args, "--set", "train.max_stepz=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "max_stepz" in err and "max_steps" in err, err
+
+
 def test_study_writes_scores_params_table_plot_and_configs(study):
     _, out = study
     results = json.loads((out / "study.json").read_text())

@@ -30,14 +30,23 @@ def register(sub: "argparse._SubParsersAction") -> None:
         help="train and report only these models of the study (e.g. two now, the third "
         "later: a rerun without --models skips the trained ones and reports all)",
     )
+    s.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check every model's config and say what the study would train, resume, skip or "
+        "score, without training or writing anything",
+    )
     s.set_defaults(func=run)
 
 
 def run(a: argparse.Namespace) -> int:
     from nmt.logs import setup_logging
-    from nmt.study import run_study
+    from nmt.study import run_study, study_plan
 
     setup_logging()
+    if a.dry_run:
+        print(study_plan(a.study, a.out, a.set, a.models))
+        return 0
     out = run_study(a.study, a.out, a.set, a.models)
     print((out / "study.md").read_text(encoding="utf-8"))
     print(f"study report: {out}")

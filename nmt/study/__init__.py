@@ -261,19 +261,27 @@ def _run_model(
         return _trained_and_scored(name, cfg, run, where, scoring, beams)
 
 
+def training_state(run: RunDir, cfg: Config) -> str:
+    """What a study does with a model's run: "trained" (finished with this config: skipped; a
+    change to what it trains makes the old run stale, a change to how it is scored, the
+    `eval` section, only its scores), "resume" (its checkpoints, same config) or "new"."""
+    if run.trained_reason() is not None and run.same_config(cfg, training_only=True):
+        return "trained"
+    return "resume" if run.same_config(cfg) and run.step_checkpoints() else "new"
+
+
 def _trained_and_scored(
     name: str, cfg: Config, run: RunDir, where: str, scoring: Scoring, beams: list[int]
 ) -> dict:
     """The model trained (resumed, or skipped when done) and its scores by beam."""
-    # finished with this config (a change to what it trains means the old run is stale; a
-    # change to how it is scored, the `eval` section, only its scores)
-    if run.trained_reason() is not None and run.same_config(cfg, training_only=True):
+    state = training_state(run, cfg)
+    if state == "trained":
         log.info(f"study: {name} already trained in {run.path}, skipping training")
         if not run.same_config(cfg):
             run.create(cfg)  # the stored config is what `nmt evaluate RUN` scores by
             _forget_scores(run, scoring, beams)
     else:
-        resume = run.same_config(cfg) and bool(run.step_checkpoints())
+        resume = state == "resume"
         log.info(f"study: training {name} ({'resuming' if resume else 'new run'})")
         result = train_job.train(
             cfg, resume=resume, overwrite=not resume, log_tag=name, where=where
@@ -368,6 +376,46 @@ def budget(cfg) -> str:
     return ", ".join(parts)
 
 
+def _checked(path: str, out: Optional[str], overrides: list[str], models: Sequence[str]):
+    """The study at `path` with every model's config checked, before anything is written:
+    (study, its directory, configs, scoring, beams, existing runs by model)."""
+    study = select_models(load_study(path), path, models)
+    out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
+    configs = model_configs(study, path, out_dir, overrides)
+    scoring, beams = Scoring.of(study), (study.get("evaluate") or {}).get("beam", 1)
+    beams = beams if isinstance(beams, list) else [beams]
+    runs = {name: existing_run(over) for name, over in study["models"].items()}
+    return study, out_dir, configs, scoring, beams, runs
+
+
+def study_plan(
+    path: str,
+    out: Optional[str] = None,
+    overrides: list[str] = (),
+    models: Sequence[str] = (),
+) -> str:
+    """What `run_study` would do, in words, with every config checked as it checks them; trains,
+    writes and creates nothing (`nmt study --dry-run`)."""
+    study, out_dir, configs, scoring, beams, runs = _checked(path, out, overrides, models)
+    what = (study.get("evaluate") or {}).get("split", "test")
+    lines = [
+        f"study {path} -> {out_dir}: {len(configs)} model(s), {study.get('parallel', 1)} at a "
+        f"time; each scored on split '{what}' with beam {', '.join(map(str, beams))}"
+    ]
+    for name, cfg in configs.items():
+        if runs[name]:
+            lines.append(f"  {name}: the existing run {runs[name]}, scored only")
+            continue
+        run = RunDir(cfg.train.run_dir)
+        state = {
+            "trained": f"already trained in {run.path}: scored only",
+            "resume": f"resumes {run.path} from its last checkpoint",
+            "new": f"trains a new run in {run.path}",
+        }[training_state(run, cfg)]
+        lines.append(f"  {name}: {cfg.model.arch}, {budget(cfg)}; {state}")
+    return "\n".join(lines)
+
+
 def run_study(
     path: str,
     out: Optional[str] = None,
@@ -377,13 +425,7 @@ def run_study(
     """Train and evaluate every model of the study at `path` (or only `models`); write its
     report (study.md, study.json, bleu_by_length.png) into the study directory, which is
     returned."""
-    study = select_models(load_study(path), path, models)
-    out_dir = Path(out or study.get("out") or Path("studies") / Path(path).stem)
-    # every config is checked before any training
-    configs = model_configs(study, path, out_dir, overrides)
-    scoring, beams = Scoring.of(study), (study.get("evaluate") or {}).get("beam", 1)
-    beams = beams if isinstance(beams, list) else [beams]
-    runs = {name: existing_run(over) for name, over in study["models"].items()}
+    study, out_dir, configs, scoring, beams, runs = _checked(path, out, overrides, models)
     for name, cfg in configs.items():
         if runs[name]:
             log.info(f"study: {name}: the existing run {runs[name]}, scored only")
