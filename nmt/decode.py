@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -123,13 +123,15 @@ def translate_ids(
     prefixes: Optional[list[list[int]]] = None,
     positive_constraints: Optional[Phrases] = None,
     negative_constraints: Optional[Phrases] = None,
+    word_joiners: Optional[Sequence[int]] = None,
 ) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
     cfg says how (`beam` and `nbest`, if given, replace its own: see `decode_settings`).
 
     `prefixes[i]` (target ids, no EOS) starts sentence i's output; `positive_constraints[i]`
     (phrases of target ids) must appear in it and `negative_constraints[i]` must not
-    (`nmt.search.constraints`); cfg.sample draws cfg.nbest samples per sentence, reproducibly
+    (`nmt.search.constraints`), as whole words given the target ids that continue a word
+    (`word_joiners`: `Tokenizer.word_joiners`); cfg.sample draws cfg.nbest samples per sentence, reproducibly
     for the same seed, input and batch_tokens."""
     _check_lines(model, src_ids, prefixes, positive_constraints, negative_constraints)
     cfg = decode_settings(cfg, beam, nbest)
@@ -147,7 +149,9 @@ def translate_ids(
             src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
             src, mask = src.to(device), mask.to(device)
             rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device)
-            cons = _constraints(model, batch, positive_constraints, negative_constraints, device)
+            cons = _constraints(
+                model, batch, positive_constraints, negative_constraints, device, word_joiners
+            )
             hyps = decode_batch(
                 model,
                 src,
@@ -202,9 +206,11 @@ def _constraints(
     positive: Optional[Phrases],
     negative: Optional[Phrases],
     device: str | torch.device,
+    joiners: Optional[Sequence[int]],
 ) -> Optional[Constraints]:
     """The batch's lines' constraints, or None when there are none of either kind."""
     if positive is None and negative is None:
         return None
     reserved = (model.pad_id, model.bos_id, model.eos_id)
-    return Constraints.build(_rows(positive, batch), _rows(negative, batch), device, reserved)
+    rows = _rows(positive, batch), _rows(negative, batch)
+    return Constraints.build(*rows, device, reserved, joiners)

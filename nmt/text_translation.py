@@ -92,6 +92,7 @@ def translate_texts(
             prefixes=None if prefixes is None else tok.encode_tgt([prefixes[i] for i in group]),
             positive_constraints=pos,
             negative_constraints=neg,
+            word_joiners=None if pos is None else tok.word_joiners,
         )
         for i, hs in zip(group, hyps):
             texts_i = tok.decode_tgt([h.tokens for h in hs])

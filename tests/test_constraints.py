@@ -157,6 +157,53 @@ def test_a_phrase_counts_once_it_occurs_even_after_a_false_start():
     assert hyps[0].tokens == [5, 5, 5, 6] and hyps[0].score == pytest.approx(0.0, abs=1e-3)
 
 
+def test_a_phrase_is_met_only_as_whole_words_given_the_pieces_that_continue_a_word():
+    # The model says 5 6 7: with 6 a piece that continues a word ("construction" + "s"), the
+    # phrase [5] met at piece level would be "constructions"; as a whole word the token after
+    # it must start a new word, and the output still holds it.
+    model = ScriptModel([5, 6, 7, EOS])
+    src, mask = pad_batch([[9, EOS]])
+    (piece_level,) = beam_search(model, src, mask, beam=3, constraints=Constraints.build([[[5]]]))
+    assert piece_level[0].tokens == [5, 6, 7]
+    whole = Constraints.build([[[5]]], joiners=[6, 7])
+    (hyps,) = beam_search(model, src, mask, beam=3, nbest=3, constraints=whole)
+    for h in hyps:
+        assert h.unmet == 0 and 5 in h.tokens
+        after = h.tokens[h.tokens.index(5) + 1 :]
+        assert after[:1] != [6] and after[:1] != [7], h.tokens
+
+
+def test_once_met_a_phrase_lets_a_later_copy_of_its_word_grow():
+    # 5 8 meets [5] as a word; the later 5 6 ("dogs" after "dog") is left as the model says it.
+    model = ScriptModel([5, 8, 5, 6, EOS])
+    src, mask = pad_batch([[9, EOS]])
+    cons = Constraints.build([[[5]]], joiners=[6])
+    (hyps,) = beam_search(model, src, mask, beam=3, constraints=cons)
+    assert hyps[0].tokens == [5, 8, 5, 6] and hyps[0].unmet == 0
+
+
+@pytest.mark.parametrize(
+    "piece, joins",
+    [
+        ("s", True),
+        ("ing", True),
+        ("3", True),
+        ("é", True),
+        ("\u2581dog", False),
+        (".", False),
+        ("'s", False),
+        ("-", False),
+        ("\u2581", False),
+        ("中", False),
+        ("ก", False),
+    ],
+)
+def test_pieces_that_continue_a_word_start_with_a_letter_of_a_spaced_script(piece, joins):
+    from nmt.data.tokenizer import _continues_word
+
+    assert _continues_word(piece) is joins
+
+
 def test_a_forced_prefix_wins_over_a_negative_phrase():
     model = make_model("rnnsearch", seed=37)
     sources = random_sources(3, seed=38)

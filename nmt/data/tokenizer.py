@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import io
 import re
+import unicodedata
 from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Literal, Optional, Sequence
@@ -250,11 +251,38 @@ class Tokenizer:
         view.direction = (tgt_lang, tag)
         return view
 
+    @cached_property
+    def word_joiners(self) -> list[int]:
+        """Target ids of the pieces that continue the word before them: no word-initial "▁", a
+        letter or digit first, of a script written with spaces between words. Lexically
+        constrained decoding allows none right after a phrase, so phrases are whole words."""
+        sp = self.tgt
+        return [
+            i
+            for i in range(sp.get_piece_size())
+            if not (sp.is_unknown(i) or sp.is_control(i) or sp.is_unused(i) or sp.is_byte(i))
+            and _continues_word(sp.id_to_piece(i))
+        ]
+
     def src_pieces(self, ids: list[int]) -> list[str]:
         return [self.src.id_to_piece(i) if i != EOS else "</s>" for i in ids]
 
     def tgt_pieces(self, ids: list[int]) -> list[str]:
         return [self.tgt.id_to_piece(i) if i != EOS else "</s>" for i in ids]
+
+
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer; CJK is told by
+# width): there a piece after a phrase is a new word whatever it starts with.
+UNSPACED = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF))
+
+
+def _continues_word(piece: str) -> bool:
+    c = piece[:1]
+    return (
+        c.isalnum()
+        and unicodedata.east_asian_width(c) not in ("W", "F")
+        and not any(lo <= ord(c) <= hi for lo, hi in UNSPACED)
+    )
 
 
 def _lower(texts: list[str], lowercase: bool) -> list[str]:

@@ -12,7 +12,10 @@ complete a negative phrase is never emitted.
 
 A hypothesis' progress through a phrase is the longest prefix of the phrase that its tokens end
 with, recomputed from its last tokens each step: an interrupted phrase falls back (to nothing, or
-to the part it starts again), and a phrase is met exactly when it occurs in the output.
+to the part it starts again), and a phrase is met exactly when it occurs in the output. Given the
+target pieces that continue a word (`joiners`), a phrase is met only as whole words: the token
+after the step that first completes it may not be one of them, so "construction" is never met
+by "constructions". Negative phrases are banned as pieces, even inside a longer word.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Constraints:
     banned: (
         Tensor  # [B, N, M] negative phrases right-aligned, ANY before their start and for no phrase
     )
+    joiners: Optional[Tensor] = None  # [J] target ids that continue a word (None: piece level)
 
     @classmethod
     def build(
@@ -53,9 +57,11 @@ class Constraints:
         negative: Optional[Phrases] = None,
         device: str | torch.device = "cpu",
         reserved: Sequence[int] = (),
+        joiners: Optional[Sequence[int]] = None,
     ) -> "Constraints":
         """From per-sentence phrase lists (None: no phrases of that kind); `reserved` are ids no
-        phrase may hold (PAD, BOS, EOS)."""
+        phrase may hold (PAD, BOS, EOS); `joiners`, the target ids that continue a word
+        (`Tokenizer.word_joiners`), make positive phrases whole words."""
         check_constraints(positive, negative, reserved)
         B = len(positive if positive is not None else negative or [])
         positive = positive if positive is not None else [[] for _ in range(B)]
@@ -65,11 +71,19 @@ class Constraints:
             [[len(p) for p in ps] + [0] * (phrases.size(1) - len(ps)) for ps in positive],
             dtype=torch.long,
         ).view(B, phrases.size(1))
-        return cls(phrases.to(device), lengths.to(device), _pad(negative, ANY, True).to(device))
+        join = None if joiners is None else torch.tensor(list(joiners), dtype=torch.long)
+        return cls(
+            phrases.to(device),
+            lengths.to(device),
+            _pad(negative, ANY, True).to(device),
+            None if join is None else join.to(device),
+        )
 
     def take(self, index: Tensor) -> "Constraints":
         """The constraints of sentences `index`."""
-        return Constraints(self.phrases[index], self.lengths[index], self.banned[index])
+        return Constraints(
+            self.phrases[index], self.lengths[index], self.banned[index], self.joiners
+        )
 
 
 def _pad(phrases: Phrases, fill: int, right: bool) -> Tensor:
@@ -167,7 +181,10 @@ class Tracker:
         self.top = int(cons.lengths.sum(1).max()) if self.positive else 0  # the highest bank
         self.met = (cons.lengths == 0).unsqueeze(1).expand(B, K, C).clone()  # [b, K, C]
         self.prog = torch.zeros(B, K, C, dtype=torch.long, device=cons.phrases.device)
-        self.picked = (self.met, self.prog)  # (met, prog) of the step's 2K candidates
+        # [b, K]: the beam's last token first completed one of its phrases, so the next token
+        # must not continue that word (with cons.joiners)
+        self.fresh = torch.zeros(B, K, dtype=torch.bool, device=cons.phrases.device)
+        self.picked = (self.met, self.prog, self.fresh)  # of the step's 2K candidates
 
     def mask(self, log_probs: Tensor, hist: Tensor, t: int, at_limit: Tensor) -> Tensor:
         """log_probs [b*K, V] of the live beams (histories hist [b, K, t]), in place: EOS at -inf
@@ -176,6 +193,9 @@ class Tracker:
         if self.positive:
             unmet = (~self.met).any(2).flatten() & ~at_limit
             log_probs[:, self.eos].masked_fill_(unmet, NEG_INF)
+            if self.cons.joiners is not None and bool(self.fresh.any()):
+                rows = self.fresh.flatten().nonzero()  # [r, 1]
+                log_probs[rows, self.cons.joiners.unsqueeze(0)] = NEG_INF
         banned = self.cons.banned  # [b, N, M]
         if banned.size(1) == 0:
             return log_probs
@@ -201,7 +221,9 @@ class Tracker:
         L = self.cons.phrases.size(2)
         tails = torch.cat([take(_tail(hist, L - 1), origin), tok.unsqueeze(2)], 2)
         prog = _progress(tails, self.cons.phrases)
-        met = take(self.met, origin) | (prog == lengths.unsqueeze(1))
+        before = take(self.met, origin)
+        met = before | (prog == lengths.unsqueeze(1))
+        fresh = (met & ~before).any(2)
         # Post & Vilar's bank: constraint tokens met, counting the phrase in progress.
         bank = (lengths.unsqueeze(1) * met).sum(2) + (prog * ~met).amax(2)
         # A candidate with more constraint tokens to go than tokens left before its limit can
@@ -210,7 +232,7 @@ class Tracker:
         room = (limit - t - 1).clamp(min=0).unsqueeze(1)
         late = lengths.sum(1, keepdim=True) - bank > room
         pick = _allocate(score, bank, late, self.top, 2 * total.size(1))
-        self.picked = (take(met, pick), take(prog, pick))
+        self.picked = (take(met, pick), take(prog, pick), take(fresh, pick))
         return score.gather(1, pick), tok.gather(1, pick), origin.gather(1, pick)
 
     def _offers(self, total: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -241,11 +263,12 @@ class Tracker:
     def keep(self, live: Tensor) -> None:
         """The step's candidates `live` [b, K] are the new live beams."""
         if self.positive:
-            self.met, self.prog = take(self.picked[0], live), take(self.picked[1], live)
+            self.met, self.prog, self.fresh = (take(x, live) for x in self.picked)
 
     def compact(self, keep: Tensor) -> None:
         """Only the active sentences `keep` go on."""
         self.cons, self.met, self.prog = self.cons.take(keep), self.met[keep], self.prog[keep]
-        self.picked = (self.met, self.prog)
+        self.fresh = self.fresh[keep]
+        self.picked = (self.met, self.prog, self.fresh)
         if self.prefix_len is not None:
             self.prefix_len = self.prefix_len[keep]
