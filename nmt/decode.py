@@ -18,6 +18,7 @@ from tqdm import tqdm
 from nmt.config import DecodeConfig
 from nmt.data.batching import pad_batch
 from nmt.errors import NmtError
+from nmt.search.banned_text import PieceText
 from nmt.search.beam import beam_search
 from nmt.search.constraints import Constraints, Phrases, check_constraints
 from nmt.search.greedy import greedy_search
@@ -124,6 +125,7 @@ def translate_ids(
     positive_constraints: Optional[Phrases] = None,
     negative_constraints: Optional[Phrases] = None,
     word_joiners: Optional[Sequence[int]] = None,
+    target_pieces: Optional[Sequence[str]] = None,
 ) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
     cfg says how (`beam` and `nbest`, if given, replace its own: see `decode_settings`).
@@ -131,13 +133,15 @@ def translate_ids(
     `prefixes[i]` (target ids, no EOS) starts sentence i's output; `positive_constraints[i]`
     (phrases of target ids) must appear in it and `negative_constraints[i]` must not
     (`nmt.search.constraints`), as whole words given the target ids that continue a word
-    (`word_joiners`: `Tokenizer.word_joiners`); cfg.sample draws cfg.nbest samples per sentence, reproducibly
+    (`word_joiners`: `Tokenizer.word_joiners`), negative ones kept out as text given the
+    target vocabulary's pieces (`target_pieces`); cfg.sample draws cfg.nbest samples per sentence, reproducibly
     for the same seed, input and batch_tokens."""
     _check_lines(model, src_ids, prefixes, positive_constraints, negative_constraints)
     cfg = decode_settings(cfg, beam, nbest)
     sampler = Sampler.from_config(cfg, device) if cfg.sample else None
     lengths = [len(s) for s in src_ids]
     order = sorted(range(len(src_ids)), key=lambda i: -lengths[i])  # longest first
+    pieces = None if target_pieces is None else PieceText(target_pieces)
     results: list[list[Hypothesis]] = [[] for _ in src_ids]
     with (
         torch.inference_mode(),
@@ -150,7 +154,13 @@ def translate_ids(
             src, mask = src.to(device), mask.to(device)
             rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device)
             cons = _constraints(
-                model, batch, positive_constraints, negative_constraints, device, word_joiners
+                model,
+                batch,
+                positive_constraints,
+                negative_constraints,
+                device,
+                word_joiners,
+                pieces,
             )
             hyps = decode_batch(
                 model,
@@ -207,10 +217,11 @@ def _constraints(
     negative: Optional[Phrases],
     device: str | torch.device,
     joiners: Optional[Sequence[int]],
+    pieces: Optional[PieceText],
 ) -> Optional[Constraints]:
     """The batch's lines' constraints, or None when there are none of either kind."""
     if positive is None and negative is None:
         return None
     reserved = (model.pad_id, model.bos_id, model.eos_id)
     rows = _rows(positive, batch), _rows(negative, batch)
-    return Constraints.build(*rows, device, reserved, joiners)
+    return Constraints.build(*rows, device, reserved, joiners, pieces)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import random
+import re
 import subprocess
 
 import pytest
@@ -18,6 +19,7 @@ from nmt.decode import decode_batch, translate_ids
 from nmt.errors import NmtError
 from nmt.models.base import EncoderOut, NMTModel, State
 from nmt.models.ensemble import Ensemble
+from nmt.search.banned_text import PieceText, banned_tokens
 from nmt.search.beam import beam_search
 from nmt.search.constraints import Constraints
 from nmt.search.rules import Rules
@@ -202,6 +204,69 @@ def test_pieces_that_continue_a_word_start_with_a_letter_of_a_spaced_script(piec
     from nmt.data.tokenizer import _continues_word
 
     assert _continues_word(piece) is joins
+
+
+# Pieces as text for the ScriptModel tests: ids 4.. spell these (the rest spell "x<id>").
+SPELLING = {
+    4: "\u2581holding",
+    5: "\u2581hol",
+    6: "ding",
+    7: "\u2581t",
+    8: "-",
+    9: "shirt",
+    10: "s",
+    11: "\u2581a",
+    12: "\u2581shirt",
+    13: "\u2581hold",
+    14: "ings",
+}
+PIECES = ["", "", "", ""] + [SPELLING.get(i, f"x{i}") for i in range(4, V)]
+
+
+def spelled(tokens: list[int]) -> str:
+    return "".join(PIECES[i] for i in tokens).replace("\u2581", " ").strip()
+
+
+@pytest.mark.parametrize(
+    "script, kept_out",
+    [
+        ([11, 5, 6, EOS], "holding"),  # "a holding" spelled with other pieces than its own
+        ([7, 8, 9, EOS], "shirt"),  # "t-shirt": a word after a hyphen is a whole word
+        ([5, 6, 11, EOS], "holding"),  # at the very start of the output
+    ],
+)
+def test_a_negative_phrase_is_kept_out_as_text_however_the_model_spells_it(script, kept_out):
+    model = ScriptModel(script)
+    src, mask = pad_batch([[9, EOS]])
+    phrase = {"holding": [4], "shirt": [12]}[kept_out]  # the tokenizer's own pieces
+    (by_pieces,) = beam_search(
+        model, src, mask, beam=3, constraints=Constraints.build(None, [[phrase]])
+    )
+    assert f" {kept_out} " in f" {spelled(by_pieces[0].tokens).replace('-', ' ')} "
+    cons = Constraints.build(None, [[phrase]], pieces=PieceText(PIECES))
+    (hyps,) = beam_search(model, src, mask, beam=3, nbest=3, constraints=cons)
+    for h in hyps:
+        words = re.split(r"[^A-Za-z0-9]+", spelled(h.tokens))
+        assert kept_out not in words, spelled(h.tokens)
+
+
+def test_a_negative_word_does_not_keep_out_a_longer_word_spelled_through_it():
+    # "▁hold" "ings" spells "holdings", which holds no word "holding": left as the model says it.
+    model = ScriptModel([13, 14, EOS])
+    src, mask = pad_batch([[9, EOS]])
+    cons = Constraints.build(None, [[[4]]], pieces=PieceText(PIECES))
+    (hyps,) = beam_search(model, src, mask, beam=3, constraints=cons)
+    assert hyps[0].tokens == [13, 14] and spelled(hyps[0].tokens) == "holdings"
+
+
+def test_the_tokens_that_would_end_a_phrase_depend_on_the_text_before_them():
+    pieces = PieceText(PIECES)
+    assert sorted(pieces.ending_word("ding")) == [6]
+    assert sorted(banned_tokens(pieces, "\u2581a\u2581hol", False, "holding")) == [4, 6]
+    assert banned_tokens(pieces, "\u2581a\u2581hold", False, "holding") == [4]  # no "ing" piece
+    assert sorted(banned_tokens(pieces, "\u2581t-", False, "shirt")) == [9, 12]
+    assert banned_tokens(pieces, "\u2581short", False, "shirt") == [12]  # only a new word
+    assert sorted(banned_tokens(pieces, "", True, "shirt")) == [9, 12]  # the output's start
 
 
 def test_a_forced_prefix_wins_over_a_negative_phrase():

@@ -252,6 +252,16 @@ class Tokenizer:
         return view
 
     @cached_property
+    def tgt_piece_texts(self) -> list[str]:
+        """Every target id's piece as it spells text ("" for the specials and tags, which
+        decoding drops)."""
+        sp = self.tgt
+        return [
+            "" if sp.is_control(i) or sp.is_unknown(i) else sp.id_to_piece(i)
+            for i in range(sp.get_piece_size())
+        ]
+
+    @cached_property
     def word_joiners(self) -> list[int]:
         """Target ids of the pieces that continue the word before them: no word-initial "▁", a
         letter or digit first, of a script written with spaces between words. Lexically

@@ -15,7 +15,9 @@ with, recomputed from its last tokens each step: an interrupted phrase falls bac
 to the part it starts again), and a phrase is met exactly when it occurs in the output. Given the
 target pieces that continue a word (`joiners`), a phrase is met only as whole words: the token
 after the step that first completes it may not be one of them, so "construction" is never met
-by "constructions". Negative phrases are banned as pieces, even inside a longer word.
+by "constructions". Negative phrases are banned as pieces, even inside a longer word, and, given
+the vocabulary's pieces as text, also as the text of whole words however the model spells them
+(`nmt.search.banned_text`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.errors import NmtError
+from nmt.search.banned_text import PieceText, banned_tokens, pattern
 from nmt.search.hypotheses import NEG_INF
 from nmt.search.rows import take
 from nmt.search.top_k import row_max, row_topk
@@ -49,6 +52,8 @@ class Constraints:
         Tensor  # [B, N, M] negative phrases right-aligned, ANY before their start and for no phrase
     )
     joiners: Optional[Tensor] = None  # [J] target ids that continue a word (None: piece level)
+    pieces: Optional[PieceText] = None  # the target pieces as text (None: negatives as pieces)
+    banned_text: Optional[list[list[str]]] = None  # [B] negative phrases as text (`pattern`)
 
     @classmethod
     def build(
@@ -58,10 +63,12 @@ class Constraints:
         device: str | torch.device = "cpu",
         reserved: Sequence[int] = (),
         joiners: Optional[Sequence[int]] = None,
+        pieces: Optional[PieceText] = None,
     ) -> "Constraints":
         """From per-sentence phrase lists (None: no phrases of that kind); `reserved` are ids no
         phrase may hold (PAD, BOS, EOS); `joiners`, the target ids that continue a word
-        (`Tokenizer.word_joiners`), make positive phrases whole words."""
+        (`Tokenizer.word_joiners`), make positive phrases whole words; `pieces`, the target
+        vocabulary as text, keeps negative phrases out as text too."""
         check_constraints(positive, negative, reserved)
         B = len(positive if positive is not None else negative or [])
         positive = positive if positive is not None else [[] for _ in range(B)]
@@ -72,17 +79,28 @@ class Constraints:
             dtype=torch.long,
         ).view(B, phrases.size(1))
         join = None if joiners is None else torch.tensor(list(joiners), dtype=torch.long)
+        texts = None
+        if pieces is not None and any(negative):
+            texts = [[pattern(pieces, p) for p in ps] for ps in negative]
         return cls(
             phrases.to(device),
             lengths.to(device),
             _pad(negative, ANY, True).to(device),
             None if join is None else join.to(device),
+            pieces,
+            texts,
         )
 
     def take(self, index: Tensor) -> "Constraints":
         """The constraints of sentences `index`."""
+        texts = self.banned_text
         return Constraints(
-            self.phrases[index], self.lengths[index], self.banned[index], self.joiners
+            self.phrases[index],
+            self.lengths[index],
+            self.banned[index],
+            self.joiners,
+            self.pieces,
+            None if texts is None else [texts[i] for i in index.tolist()],
         )
 
 
@@ -196,6 +214,8 @@ class Tracker:
             if self.cons.joiners is not None and bool(self.fresh.any()):
                 rows = self.fresh.flatten().nonzero()  # [r, 1]
                 log_probs[rows, self.cons.joiners.unsqueeze(0)] = NEG_INF
+        if self.cons.banned_text is not None:
+            self._ban_text(log_probs, hist, t)
         banned = self.cons.banned  # [b, N, M]
         if banned.size(1) == 0:
             return log_probs
@@ -209,6 +229,32 @@ class Tracker:
         ban = last.masked_fill(~match | (last < 0), V).reshape(b * K, -1)
         hit = torch.zeros(b * K, V + 1, dtype=torch.bool, device=log_probs.device)
         return log_probs.masked_fill_(hit.scatter_(1, ban, True)[:, :V], NEG_INF)
+
+    def _ban_text(self, log_probs: Tensor, hist: Tensor, t: int) -> None:
+        """Every token that would end a negative phrase's text as whole words at -inf, in
+        place (`nmt.search.banned_text`), except inside a forced prefix."""
+        texts, pieces = self.cons.banned_text, self.cons.pieces
+        # pieces spell a character or more (specials none: one more to spare for a tag)
+        longest = max((len(p) for ps in texts for p in ps), default=0)
+        if not longest:  # the sentences left hold none
+            return
+        m = longest + 2
+        last, whole, K = hist[:, :, -m:].tolist(), hist.size(2) <= m, hist.size(1)
+        forced = [] if self.prefix_len is None else self.prefix_len.tolist()
+        rows: list[int] = []
+        toks: list[int] = []
+        for i, phrases in enumerate(texts):
+            if not phrases or (forced and t < forced[i]):
+                continue
+            for k in range(K):
+                tail = pieces.text(last[i][k])
+                for phrase in phrases:
+                    ban = banned_tokens(pieces, tail, whole, phrase)
+                    rows += [i * K + k] * len(ban)
+                    toks += ban
+        if rows:
+            where = torch.tensor(rows, device=log_probs.device), torch.tensor(toks)
+            log_probs[where[0], where[1].to(log_probs.device)] = NEG_INF
 
     def candidates(
         self, total: Tensor, hist: Tensor, t: int, limit: Tensor
