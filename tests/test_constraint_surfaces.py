@@ -21,7 +21,12 @@ import pytest
 from conftest import tiny_pairs
 from nmt.cli import main
 from nmt.config import VocabConfig
-from nmt.data.constraints_file import LineConstraints, draw_constraints, encode_line
+from nmt.data.constraints_file import (
+    LineConstraints,
+    appearing,
+    draw_constraints,
+    encode_line,
+)
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 
@@ -287,6 +292,7 @@ def test_evaluate_records_how_many_phrases_were_given_and_met(
         "lines_all_met": all_met,
         "share_met": round(all_met / constrained, 4),
         "excluded": 0,
+        "excluded_in_output": 0,
     }
     assert met < record["phrases"] and all_met < constrained < len(rows)
     assert (
@@ -295,6 +301,48 @@ def test_evaluate_records_how_many_phrases_were_given_and_met(
     ) in printed.out
     assert f"{cons} line 1: " in printed.err  # the miss is named as nmt translate names it
     assert not (run / "eval_file_test_beam3").exists()  # beside the plain report, not over it
+
+
+def test_the_drawn_study_with_excluded_words_keeps_every_one_out_of_the_text(
+    tiny_transformer_run, corpus, plain, refs, tmp_path, capsys
+):
+    """`nmt data constraints --exclude-from` adds one word per line of the unconstrained output
+    (never inside a drawn phrase) in the JSON form; `nmt evaluate` counts those words in its
+    output's text: none."""
+    run = Path(shutil.copytree(tiny_transformer_run, tmp_path / "run"))
+    hyps = write(tmp_path / "plain.txt", plain)
+    cons = tmp_path / "both.jsonl"
+    draw = ["data", "constraints", "--ref", str(corpus / "test.tgt"), "--max-words", "1"]
+    assert main([*draw, "--exclude-from", str(hyps), "-o", str(cons)]) == 0
+    rows = [json.loads(r) for r in lines(cons)]
+    excluded = [r["exclude"][0] for r in rows if "exclude" in r]
+    assert len(rows) == len(refs) and len(excluded) > len(refs) // 2
+    for r, text in zip(rows, plain):
+        if "exclude" in r:  # a word of the plain output, in no drawn phrase
+            (word,) = r["exclude"]
+            assert has(text, word) and not any(word in p for p in r["include"])
+    assert f", {len(excluded)} excluded words (seed 1)" in capsys.readouterr().err
+    files = ["--src", str(corpus / "test.src"), "--ref", str(corpus / "test.tgt")]
+    assert main(["evaluate", str(run), *files, "--constraints", str(cons), "--bootstrap", "0"]) == 0
+    report = run / "eval_file_test_beam3_constrained"
+    record = json.loads((report / "scores.json").read_text())["constraints"]
+    assert (record["excluded"], record["excluded_in_output"]) == (len(excluded), 0)
+    assert f"; 0 of {len(excluded)} excluded phrases in the output" in capsys.readouterr().out
+    out = lines(report / "hyps.txt")
+    assert not any(has(t, r["exclude"][0]) for t, r in zip(out, rows) if "exclude" in r)
+    assert appearing(plain, [r.get("exclude", []) for r in rows]) == len(excluded)
+
+
+def test_exclusions_from_a_file_of_another_length_are_refused(corpus, tmp_path, capsys):
+    short = write(tmp_path / "short.txt", ["a dog"])
+    args = ["data", "constraints", "--ref", str(corpus / "test.tgt"), "--exclude-from", str(short)]
+    assert main([*args, "-o", str(tmp_path / "c.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"nmt: error: --exclude-from {short}: 1 lines, but --ref ")
+        and err.count("\n") == 1
+    )
+    assert not (tmp_path / "c.jsonl").exists()
 
 
 def test_evaluate_with_a_bad_constraints_file_writes_no_report(

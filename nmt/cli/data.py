@@ -68,6 +68,13 @@ def _constraints_args(dsub) -> None:
         "--min-words", type=positive, default=1, help="words per phrase, at least" + dflt
     )
     c.add_argument("--max-words", type=positive, default=3, help="words per phrase, at most" + dflt)
+    c.add_argument(
+        "--exclude-from",
+        metavar="FILE",
+        help="also keep out one word per line, drawn from the same line of FILE (e.g. the "
+        "translations without constraints; never a word inside that line's phrases): such lines "
+        'are written in the JSON form {"include": [...], "exclude": [WORD]}',
+    )
     c.add_argument("-o", "--output", help="constraints file to write (default: stdout)")
 
 
@@ -80,24 +87,37 @@ def run(a: argparse.Namespace) -> int:
 def _draw(a: argparse.Namespace) -> int:
     import sys
 
-    from nmt.data.constraints_file import draw_constraints
+    from nmt.data.constraints_file import constraints_line, draw_constraints, draw_exclusions
     from nmt.data.corpus import read_lines
+    from nmt.errors import NmtError
     from nmt.files import atomic_write
     from nmt.jobs.translate import check_output
 
     check_output(a.output)
+    refs = read_lines(a.ref)
     drawn = draw_constraints(
-        read_lines(a.ref), a.seed, (a.min_phrases, a.max_phrases), (a.min_words, a.max_words)
+        refs, a.seed, (a.min_phrases, a.max_phrases), (a.min_words, a.max_words)
     )
-    text = "".join("\t".join(phrases) + "\n" for phrases in drawn)
+    excluded: list = [None] * len(drawn)
+    if a.exclude_from:
+        texts = read_lines(a.exclude_from)
+        if len(texts) != len(refs):
+            raise NmtError(
+                f"--exclude-from {a.exclude_from}: {len(texts)} lines, but --ref {a.ref} has "
+                f"{len(refs)}; expected one line per reference line"
+            )
+        excluded = draw_exclusions(drawn, texts, a.seed)
+    text = "".join(constraints_line(p, x) + "\n" for p, x in zip(drawn, excluded))
     if a.output:
         atomic_write(a.output, text)
     else:
         sys.stdout.write(text)
     n = sum(map(len, drawn))
     lines = sum(1 for p in drawn if p)
+    kept_out = f", {sum(x is not None for x in excluded)} excluded words" if a.exclude_from else ""
     print(
-        f"{n} phrases on {lines} of {len(drawn)} lines (seed {a.seed}) -> {a.output or 'stdout'}",
+        f"{n} phrases on {lines} of {len(drawn)} lines{kept_out} (seed {a.seed}) -> "
+        f"{a.output or 'stdout'}",
         file=sys.stderr,
     )
     return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -177,14 +178,28 @@ def constraints_record(given: list[int], unmet: list[Optional[int]]) -> dict:
     }
 
 
+def appearing(texts: list[str], phrases: list[list[str]]) -> int:
+    """How many of line i's `phrases[i]` appear in texts[i] as whole words (not inside a longer
+    word), case as written: the check, on the text, that no excluded phrase got through."""
+    return sum(
+        re.search(rf"(?<!\w){re.escape(p)}(?!\w)", t) is not None
+        for t, ps in zip(texts, phrases)
+        for p in ps
+    )
+
+
 def describe_record(r: dict) -> str:
     """`constraints_record` as `nmt evaluate` prints it."""
     if not r["lines"]:
-        return "constraints: no line had a phrase that must appear"
-    return (
-        f"constraints: {r['met']} of {r['phrases']} phrases met; {r['lines_all_met']} of "
-        f"{r['lines']} constrained lines have all of theirs ({100 * r['share_met']:.1f}%)"
-    )
+        line = "constraints: no line had a phrase that must appear"
+    else:
+        line = (
+            f"constraints: {r['met']} of {r['phrases']} phrases met; {r['lines_all_met']} of "
+            f"{r['lines']} constrained lines have all of theirs ({100 * r['share_met']:.1f}%)"
+        )
+    if r.get("excluded"):
+        line += f"; {r['excluded_in_output']} of {r['excluded']} excluded phrases in the output"
+    return line
 
 
 # ---------------------------------------------------------------------------- drawing
@@ -223,3 +238,22 @@ def draw_constraints(
                     break
         out.append([" ".join(tokens[a:b]) for a, b in sorted(spans)])
     return out
+
+
+def draw_exclusions(drawn: list[list[str]], texts: list[str], seed: int) -> list[Optional[str]]:
+    """Per line, one word of texts[i] (3 letters or more, seeded as `draw_constraints`) to keep
+    out of the translation, None where none qualifies: never text inside one of the line's
+    drawn phrases, which could then never hold both."""
+    out: list[Optional[str]] = []
+    for i, (phrases, text) in enumerate(zip(drawn, texts)):
+        rng = random.Random(f"nmt-exclusions:{seed}:{i}")
+        words = [w for w in re.findall(r"[^\W\d_]{3,}", text) if not any(w in p for p in phrases)]
+        out.append(rng.choice(words) if words else None)
+    return out
+
+
+def constraints_line(include: list[str], exclude: Optional[str] = None) -> str:
+    """One line of a constraints file: TAB-separated phrases, or the JSON form with `exclude`."""
+    if exclude is None:
+        return "\t".join(include)
+    return json.dumps({"include": include, "exclude": [exclude]}, ensure_ascii=False)

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from nmt.config import Config, DataConfig
-from nmt.data.constraints_file import constraints_record
+from nmt.data.constraints_file import appearing, constraints_record
 from nmt.data.corpus import load_split, read_lines
 from nmt.data.directions import (
     check_direction,
@@ -189,7 +189,7 @@ def evaluate_loaded(
         identify, what_id = identified or language_identifier(m.cfg, o)
         scores["off_target"] = off_target(hyps, way.tgt, identify, what_id)
     if pos is not None:
-        scores["constraints"] = _constraints_record(out, pos, neg, o.constraints_file)
+        scores["constraints"] = _constraints_record(out, pos, neg, o.constraints_file, passes[-1])
     report, model_name = report_place(cfg, meta, name, k, o, pos is not None, way)
     title = f"BLEU by source length: {what}, {len(srcs)} sentences"
     write_report(report, scores, hyps, srcs=srcs, refs=refs, name=model_name, title=title)
@@ -202,18 +202,20 @@ def evaluate_loaded(
 
 
 def _constraints_record(
-    out: list[Translation], pos: Phrases, neg: Optional[Phrases], path: str
+    out: list[Translation], pos: Phrases, neg: Optional[Phrases], path: str, tok: Tokenizer
 ) -> dict:
-    """scores.json's `constraints`: the file, how many phrases were given and met, and the
-    share of the constrained lines whose translation has all of its phrases; one warning per
-    line that misses some."""
+    """scores.json's `constraints`: the file, how many phrases were given and met, the share of
+    the constrained lines whose translation has all of its phrases, and how many excluded
+    phrases the output's text holds as words (`tok` spells them); one warning per line that
+    misses some."""
     warn_missed(out, pos, path)
     unmet = [None if t.hyp is None else t.hyp.unmet for t in out]
-    excluded = sum(map(len, neg or []))
+    kept_out = [tok.decode_tgt(ps) if ps else [] for ps in neg or []]
     return {
         "file": str(Path(path).resolve()),
         **constraints_record(list(map(len, pos)), unmet),
-        "excluded": excluded,
+        "excluded": sum(map(len, kept_out)),
+        "excluded_in_output": appearing([t.text for t in out], kept_out),
     }
 
 
