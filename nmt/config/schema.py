@@ -77,10 +77,11 @@ class DataConfig:
         "src_lang to tgt_lang",
     )
     tag: Literal["source", "target"] = opt(
-        "source",
-        "with directions: where the target-language tag goes: source = first token of the "
-        "source sentence (Johnson et al. 2017); target = the decoder's first token, forced "
-        "when decoding (mBART / M2M-100 style)",
+        "target",
+        "with directions: where the target-language tag goes: target = the decoder's first "
+        "token, forced when decoding (mBART / M2M-100 style; better or level in every "
+        "direction of the Multi30k trial, docs/training.md); source = first token of the "
+        "source sentence (Johnson et al. 2017)",
     )
     temperature: float = opt(
         1.0,
