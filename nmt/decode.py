@@ -132,10 +132,10 @@ def translate_ids(
 
     `prefixes[i]` (target ids, no EOS) starts sentence i's output; `positive_constraints[i]`
     (phrases of target ids) must appear in it and `negative_constraints[i]` must not
-    (`nmt.search.constraints`), as whole words given the target ids that continue a word
-    (`word_joiners`: `Tokenizer.word_joiners`), negative ones kept out as text given the
-    target vocabulary's pieces (`target_pieces`); cfg.sample draws cfg.nbest samples per sentence, reproducibly
-    for the same seed, input and batch_tokens."""
+    (`nmt.search.constraints`): positive ones as whole words given the target ids that
+    continue a word (`word_joiners`: `Tokenizer.word_joiners`), negative ones kept out as text
+    too given the target vocabulary's pieces (`target_pieces`). cfg.sample draws cfg.nbest
+    samples per sentence, reproducibly for the same seed, input and batch_tokens."""
     _check_lines(model, src_ids, prefixes, positive_constraints, negative_constraints)
     cfg = decode_settings(cfg, beam, nbest)
     sampler = Sampler.from_config(cfg, device) if cfg.sample else None

@@ -253,8 +253,8 @@ class Tracker:
                     rows += [i * K + k] * len(ban)
                     toks += ban
         if rows:
-            where = torch.tensor(rows, device=log_probs.device), torch.tensor(toks)
-            log_probs[where[0], where[1].to(log_probs.device)] = NEG_INF
+            dev = log_probs.device
+            log_probs[torch.tensor(rows, device=dev), torch.tensor(toks, device=dev)] = NEG_INF
 
     def candidates(
         self, total: Tensor, hist: Tensor, t: int, limit: Tensor
