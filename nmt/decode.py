@@ -128,14 +128,11 @@ def translate_ids(
     target_pieces: Optional[Sequence[str]] = None,
 ) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
-    cfg says how (`beam` and `nbest`, if given, replace its own: see `decode_settings`).
-
-    `prefixes[i]` (target ids, no EOS) starts sentence i's output; `positive_constraints[i]`
-    (phrases of target ids) must appear in it and `negative_constraints[i]` must not
-    (`nmt.search.constraints`): positive ones as whole words given the target ids that
-    continue a word (`word_joiners`: `Tokenizer.word_joiners`), negative ones kept out as text
-    too given the target vocabulary's pieces (`target_pieces`). cfg.sample draws cfg.nbest
-    samples per sentence, reproducibly for the same seed, input and batch_tokens."""
+    cfg says how (`beam`, `nbest`: see `decode_settings`); samples are reproducible for the
+    same seed, input and batch_tokens. `prefixes[i]` (target ids) starts line i's output;
+    `positive_constraints[i]` must appear in it, as whole words given `word_joiners`
+    (`Tokenizer.word_joiners`), and `negative_constraints[i]` must not, as text too given
+    `target_pieces` (`nmt.search.constraints`)."""
     _check_lines(model, src_ids, prefixes, positive_constraints, negative_constraints)
     cfg = decode_settings(cfg, beam, nbest)
     sampler = Sampler.from_config(cfg, device) if cfg.sample else None
@@ -153,15 +150,8 @@ def translate_ids(
             src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
             src, mask = src.to(device), mask.to(device)
             rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device)
-            cons = _constraints(
-                model,
-                batch,
-                positive_constraints,
-                negative_constraints,
-                device,
-                word_joiners,
-                pieces,
-            )
+            given = (positive_constraints, negative_constraints, word_joiners, pieces)
+            cons = _constraints(model, batch, *given, device)
             hyps = decode_batch(
                 model,
                 src,
@@ -215,9 +205,9 @@ def _constraints(
     batch: list[int],
     positive: Optional[Phrases],
     negative: Optional[Phrases],
-    device: str | torch.device,
     joiners: Optional[Sequence[int]],
     pieces: Optional[PieceText],
+    device: str | torch.device,
 ) -> Optional[Constraints]:
     """The batch's lines' constraints, or None when there are none of either kind."""
     if positive is None and negative is None:

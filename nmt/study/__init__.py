@@ -13,15 +13,10 @@ Finished models are skipped, interrupted ones resumed, so rerunning a study cont
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import difflib
 import logging
-import multiprocessing
 import os
-import signal
-import sys
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -45,6 +40,7 @@ from nmt.jobs import train as train_job
 from nmt.logs import setup_logging
 from nmt.run_dir import RunDir
 from nmt.scoring.metrics import load_scores
+from nmt.study import worker
 from nmt.study.report import write_report
 from nmt.study.scoring import Scoring, check_direction_key, check_model
 
@@ -171,44 +167,6 @@ def existing_run_config(study: dict, run_path: str, where: str) -> Config:
     return with_absolute_paths(from_dict(raw, where, stored=True))
 
 
-_stop = None  # in a worker process: set by the study when another model has failed
-_study_pid: Optional[int] = None  # in a worker process: the study's process
-_orphaned = False  # in a worker process: the study's parent-death signal has arrived
-
-
-def _worker_init(stop, study_pid: int) -> None:
-    global _stop, _study_pid
-    _stop, _study_pid = stop, study_pid
-    _stop_with_the_study()
-
-
-def _study_is_gone() -> bool:
-    # The flag, not only getppid(): some kernels (sandboxes) reparent the orphan a moment after
-    # they deliver the parent-death signal, and a worker that asked then took a queued model.
-    return _orphaned or (_study_pid is not None and os.getppid() != _study_pid)
-
-
-def _on_study_death(_signum: int, _frame: Any) -> None:
-    global _orphaned
-    _orphaned = True
-    signal.raise_signal(signal.SIGTERM)  # a model in training saves a checkpoint and stops
-
-
-def _stop_with_the_study() -> None:
-    """SIGTERM this worker when the study's process dies, even by SIGKILL: Linux's parent-death
-    signal (SIGUSR1, so the worker knows why) marks the study gone and raises SIGTERM. A model in
-    training then saves a checkpoint and stops, where it would otherwise train on, unseen,
-    beside the next run of the study."""
-    if sys.platform.startswith("linux"):
-        signal.signal(signal.SIGUSR1, _on_study_death)
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        if libc.prctl(ctypes.c_int(pr_set_pdeathsig), ctypes.c_ulong(signal.SIGUSR1)) != 0:
-            log.warning(f"study worker: prctl failed ({os.strerror(ctypes.get_errno())})")
-    if _study_is_gone():  # the study died before the line above took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
 def _train_and_evaluate(
     name: str,
     cfg_dict: dict,
@@ -229,7 +187,7 @@ def _train_and_evaluate(
     finally:
         # A worker whose study died takes no next model (the pool may have queued one) and
         # does not wait for work that will never come.
-        if _study_is_gone():
+        if worker.study_is_gone():
             os._exit(143)
 
 
@@ -242,9 +200,9 @@ def _run_model(
     home: Path,
     existing: Optional[str],
 ) -> dict:
-    if _stop is not None and _stop.is_set():
+    if worker.stop_requested():
         raise NmtError("not started: another model failed")
-    if _study_is_gone():
+    if worker.study_is_gone():
         raise NmtError("not started: the study's process is gone")
     cfg = from_dict(cfg_dict, where, stored=existing is not None)
     setup_logging(tag=name)
@@ -453,7 +411,7 @@ def run_study(
     }
     workers = int(study.get("parallel", 1))
     if workers > 1:
-        results = _run_side_by_side(jobs, configs, workers)
+        results = worker.run_side_by_side(_train_and_evaluate, jobs, configs, workers)
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
     existing = [name for name, run in runs.items() if run]
@@ -462,37 +420,3 @@ def run_study(
         suffix = "" if i == 0 else f"_beam{beam}"
         write_report(study, path, out_dir, configs, by_model, scoring, beam, suffix, existing)
     return out_dir
-
-
-def _run_side_by_side(jobs: dict[str, tuple], configs: dict[str, Any], workers: int) -> dict:
-    """Each model in its own process, `workers` at a time; the first failure stops them all."""
-    # RNN training uses one core well and two poorly: on a small machine, models side by
-    # side (one thread each, train.threads) finish sooner than one after another.
-    ctx = multiprocessing.get_context("spawn")
-    stop = ctx.Event()
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(stop, os.getpid())
-    ) as pool:
-        # Longest budgets first, so the slowest model does not start last.
-        order = sorted(
-            jobs, key=lambda n: (-configs[n].train.max_minutes, -configs[n].train.max_steps)
-        )
-        futures = {name: pool.submit(_train_and_evaluate, *jobs[name]) for name in order}
-        wait(futures.values(), return_when=FIRST_EXCEPTION)
-        failed = [
-            f.exception()
-            for f in futures.values()
-            if f.done() and not f.cancelled() and f.exception()
-        ]
-        if failed:  # report the first failure now, not after the other models finish
-            # SIGTERM: a model still training saves a checkpoint and stops (the next run
-            # of the study resumes it). The executor has no public handle on its workers,
-            # and shutdown() forgets them, so they are taken first.
-            workers_now = list((getattr(pool, "_processes", None) or {}).values())
-            stop.set()
-            for f in futures.values():
-                f.cancel()
-            for proc in workers_now:
-                proc.terminate()
-            raise failed[0]
-        return {name: futures[name].result() for name in jobs}
