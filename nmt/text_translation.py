@@ -93,7 +93,7 @@ def translate_texts(
             positive_constraints=pos,
             negative_constraints=neg,
             word_joiners=None if pos is None else tok.word_joiners,
-            target_pieces=None if neg is None else tok.tgt_piece_texts,
+            target_pieces=tok.tgt_piece_texts if neg and any(neg) else None,
         )
         for i, hs in zip(group, hyps):
             texts_i = tok.decode_tgt([h.tokens for h in hs])
