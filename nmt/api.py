@@ -159,14 +159,16 @@ class Translator:
         device: Optional[str] = None,
         precision: Optional[str] = None,
         int8: bool = False,
+        decode: Optional[dict] = None,
     ) -> "Translator":
         """A run directory (its best checkpoint) or a checkpoint file, or a list of them decoded
         as one ensemble, loaded as `nmt translate` loads them (`nmt.inference`): `device`
         defaults to the run's training device where this machine has it, else the CPU;
         `precision` is the autocast dtype for decoding (bf16 on CPU or CUDA, fp16 on CUDA
         only), by default fp32 on a CPU and the run's own on a GPU; `int8`: dynamic int8
-        quantization of the linear layers (CPU only, fp32 activations)."""
-        return cls(load_for_decoding(run_or_checkpoint, device, precision, int8))
+        quantization of the linear layers (CPU only, fp32 activations); `decode`: decode.*
+        settings over the run's, checked as the config's (e.g. {"language_vocab": 10})."""
+        return cls(load_for_decoding(run_or_checkpoint, device, precision, int8, decode))
 
     def tokenizer(self, tgt_lang: Optional[str] = None) -> Tokenizer:
         """The tokenizer that translates into `tgt_lang`: a multilingual model's view for that

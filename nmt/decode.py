@@ -126,13 +126,15 @@ def translate_ids(
     negative_constraints: Optional[Phrases] = None,
     word_joiners: Optional[Sequence[int]] = None,
     target_pieces: Optional[Sequence[str]] = None,
+    banned: Optional[Tensor] = None,
 ) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
     cfg says how (`beam`, `nbest`: see `decode_settings`); samples are reproducible for the
     same seed, input and batch_tokens. `prefixes[i]` (target ids) starts line i's output;
     `positive_constraints[i]` must appear in it, as whole words given `word_joiners`
     (`Tokenizer.word_joiners`), and `negative_constraints[i]` must not, as text too given
-    `target_pieces` (`nmt.search.constraints`)."""
+    `target_pieces` (`nmt.search.constraints`). No output holds a target id `banned` [V] marks
+    (`nmt.data.language_pieces`) but those a line's prefix or positive phrases need."""
     _check_lines(model, src_ids, prefixes, positive_constraints, negative_constraints)
     cfg = decode_settings(cfg, beam, nbest)
     sampler = Sampler.from_config(cfg, device) if cfg.sample else None
@@ -149,7 +151,8 @@ def translate_ids(
         for batch in length_batches(order, lengths, cfg.batch_tokens):
             src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
             src, mask = src.to(device), mask.to(device)
-            rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device)
+            ban = _banned(banned, _rows(positive_constraints, batch), device)
+            rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device, ban)
             given = (positive_constraints, negative_constraints, word_joiners, pieces)
             cons = _constraints(model, batch, *given, device)
             hyps = decode_batch(
@@ -193,6 +196,22 @@ def _check_lines(
             )
     if positive is not None or negative is not None:
         check_constraints(positive, negative, (model.pad_id, model.bos_id, model.eos_id))
+
+
+def _banned(
+    banned: Optional[Tensor], positive: Optional[Phrases], device: str | torch.device
+) -> Optional[Tensor]:
+    """The batch's mask of banned target ids: `banned` [V] itself, or with positive phrases
+    [B, V] rows without the ids of their own line's phrases (a phrase the user asks for wins
+    over the ban); None without a ban."""
+    if banned is None:
+        return None
+    if not positive or not any(positive):
+        return banned.to(device)
+    rows = banned.repeat(len(positive), 1)
+    for row, line in zip(rows, positive):
+        row[[i for phrase in line for i in phrase]] = False
+    return rows.to(device)
 
 
 def _rows(per_line: Optional[list], batch: list[int]) -> Optional[list]:

@@ -19,6 +19,7 @@ import torch
 from nmt.checkpoint import load_models
 from nmt.config import Config
 from nmt.config.load import with_decode_options
+from nmt.data.language_pieces import count_target_pieces
 from nmt.data.tokenizer import Tokenizer
 from nmt.decode import decode_settings
 from nmt.errors import NmtError
@@ -105,7 +106,8 @@ def load_for_decoding(
     """A run directory (its best checkpoint) or checkpoint file, or several as one ensemble,
     on `device` (default: see `decoding_device`) in `precision` (default: fp32 on a CPU, the
     run's own on a GPU); `int8` quantizes the linear layers dynamically (CPU only, fp32
-    activations); `overrides` are decode.* settings, checked as the config's."""
+    activations); `overrides` are decode.* settings, checked as the config's. With decode.language_vocab the
+    tokenizer gets its target languages' piece counts, read from the run's training data."""
     _check_precision(precision, int8)
     if int8:
         device = device or "cpu"  # int8 decodes on the CPU whatever the run trained on
@@ -120,4 +122,6 @@ def load_for_decoding(
     model.to(dev)
     if overrides:
         cfg = with_decode_options(cfg, overrides)
+    if cfg.decode.language_vocab:
+        tok.piece_counts = count_target_pieces(cfg.data, tok)
     return Loaded(cfg, model, tok, meta, dev, p, int8)

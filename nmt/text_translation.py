@@ -16,6 +16,7 @@ import torch
 
 from nmt.config import DecodeConfig
 from nmt.data.constraints_file import LineConstraints, encode_line, read_constraints
+from nmt.data.language_pieces import banned_pieces
 from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.decode import decode_settings, translate_ids
 from nmt.errors import NmtError
@@ -73,13 +74,15 @@ def translate_texts(
     `prefixes[i]` (target text) starts line i's translation; blank prefixes force nothing.
     `positive[i]`/`negative[i]` (target ids, from `encode_constraints`) must / must not appear
     in it; lines with neither are decoded apart, exactly as without constraints. A target-mode
-    direction view (`Tokenizer.for_direction`) forces its tag: blank prefixes where none given."""
+    direction view (`Tokenizer.for_direction`) forces its tag: blank prefixes where none given.
+    cfg.language_vocab bans the pieces rare in the target language (`tok.piece_counts`)."""
     if prefixes is None and tok.direction is not None and tok.direction[1] == "target":
         prefixes = [""] * len(texts)
     cfg = decode_settings(cfg, beam, nbest)
     ids = encode_inputs(tok, texts, cfg.max_input_tokens, where)
     live = [i for i, t in enumerate(texts) if t.strip()]
     k = cfg.nbest  # blank inputs still give k (empty) hypotheses, like every other line
+    banned = banned_pieces(tok, cfg.language_vocab)
     out = [Translation("", [""] * k, [0.0] * k, None, tok.src_pieces(s)) for s in ids]
     for group, pos, neg in _constraint_groups(live, len(texts), positive, negative):
         hyps = translate_ids(
@@ -94,6 +97,7 @@ def translate_texts(
             negative_constraints=neg,
             word_joiners=None if pos is None else tok.word_joiners,
             target_pieces=tok.tgt_piece_texts if neg and any(neg) else None,
+            banned=banned,
         )
         for i, hs in zip(group, hyps):
             texts_i = tok.decode_tgt([h.tokens for h in hs])

@@ -164,6 +164,9 @@ def _print_report(a: argparse.Namespace, scores: dict, report) -> None:
             f", through {d['pivot']} (two passes of the model)" if d["pivot"] else ""
         )
         print(f"direction: {d['name']} ({how})")
+    if scores.get("decode", {}).get("language_vocab"):
+        n = scores["decode"]["language_vocab"]
+        print(f"language vocabulary: pieces seen >= {n} times in the target's training text")
     print(format_scores(scores))
     if "constraints" in scores:
         from nmt.data.constraints_file import describe_record

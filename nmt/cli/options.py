@@ -65,6 +65,14 @@ def decode_args(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="never repeat an n-gram of N tokens (default: decode.no_repeat_ngram)",
     )
+    p.add_argument(
+        "--language-vocab",
+        type=count,
+        metavar="N",
+        help="write only pieces seen at least N times in the target language's training text "
+        "(reads the run's data; keeps zero-shot output in the asked language; default: "
+        "decode.language_vocab)",
+    )
     g = p.add_argument_group("sampling (instead of search; --nbest K draws K samples)")
     g.add_argument(
         "--sample", action="store_true", default=None, help="sample each token instead of searching"
@@ -117,6 +125,7 @@ def decode_overrides(a: argparse.Namespace) -> dict:
         "alpha",
         "batch_tokens",
         "no_repeat_ngram",
+        "language_vocab",
         "sample",
         "temperature",
         "top_k",

@@ -42,6 +42,13 @@ def register(sub: "argparse._SubParsersAction") -> None:
         action="store_true",
         help="dynamic int8 quantization of the linear layers (CPU only)",
     )
+    sv.add_argument(
+        "--language-vocab",
+        type=count,
+        metavar="N",
+        help="write only pieces seen at least N times in the target language's training text "
+        "(reads the run's data; default: decode.language_vocab)",
+    )
     sv.set_defaults(func=run)
 
 
@@ -98,8 +105,9 @@ def run(a: argparse.Namespace) -> int:
     # that the server does not hold.
     sock = bind(a.host, a.port)
     try:
+        vocab = {} if a.language_vocab is None else {"language_vocab": a.language_vocab}
         translator = Translator.load(
-            a.checkpoint, device=a.device, precision=a.precision, int8=a.int8
+            a.checkpoint, device=a.device, precision=a.precision, int8=a.int8, decode=vocab
         )
         limits = Limits(
             max_batch_tokens=a.max_batch_tokens,

@@ -322,6 +322,13 @@ class DecodeConfig:
     no_repeat_ngram: int = opt(
         0, "never repeat an n-gram of this many tokens in a hypothesis (0 = off)", lo=0
     )
+    language_vocab: int = opt(
+        0,
+        "write only target pieces seen at least this many times in the target language's "
+        "training text (read from the run's data when the model loads; 0 = off): keeps a "
+        "multilingual model's zero-shot output in the asked language",
+        lo=0,
+    )
     sample: bool = opt(
         False, "sample tokens instead of searching (nbest = samples per sentence; beam is ignored)"
     )

@@ -33,6 +33,7 @@ JOINT_SUBWORDS = "spm.model"
 SRC_SUBWORDS, TGT_SUBWORDS = "spm.src.model", "spm.tgt.model"
 SUBWORD_GLOB = "spm*.model"
 TagMode = Literal["source", "target"]  # data.tag
+PieceCounts = dict[str, list[int]]  # target language -> count of every target id
 TAG = re.compile(r"<2([A-Za-z][A-Za-z0-9_]*)>")
 
 
@@ -119,6 +120,9 @@ class Tokenizer:
         self.tgt = self.src if tgt_proto is None else _load_proto(tgt_proto)
         # (target language, tag mode) of a view made by `for_direction`, else None
         self.direction: Optional[tuple[str, TagMode]] = None
+        # Target language -> each target id's count in its training text, where a decoding
+        # option needs them (`nmt.data.language_pieces`); views share it.
+        self.piece_counts: PieceCounts = {}
 
     @property
     def joint(self) -> bool:

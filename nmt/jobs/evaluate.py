@@ -278,16 +278,19 @@ def report_place(
     way: Optional[Way] = None,
 ) -> tuple[Path, str]:
     """The report directory (given, or RUN/eval_NAME_beamK..., with `_constrained` beside the
-    unconstrained report of the same set and beam, and a multilingual model's direction last:
-    `_de-fr`, `_de-fr_via_en`) and the model's name in it."""
+    unconstrained report of the same set and beam, `_vocabN` for decode.language_vocab N, and
+    a multilingual model's direction last: `_de-fr`, `_de-fr_via_en`) and the model's name."""
     run = RunDir.of_checkpoint(meta["path"])
     members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
     suffix = f"{members}{'_int8' if o.int8 else ''}{'_constrained' if constrained else ''}"
+    vocab = cfg.decode.language_vocab  # a banned vocabulary changes the output: its own report
+    suffix += f"_vocab{vocab}" if vocab else ""
     if way is not None:
         suffix += f"_{way.name}" + (f"_via_{way.pivot}" if way.pivot else "")
     report = Path(o.report_dir) if o.report_dir else run.report(name, k, suffix)
     ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
     extra = f"{', int8' if o.int8 else ''}{', constrained' if constrained else ''}"
+    extra += f", language vocabulary >= {vocab}" if vocab else ""
     extra += way.describe() if way else ""
     return report, (
         f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}{extra})"

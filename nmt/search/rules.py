@@ -1,6 +1,6 @@
 """Per-step constraints every search applies the same way: no PAD or BOS, EOS at the length
-limit, a forced target prefix per sentence (the limit grows to fit it) and a ban on repeated
-n-grams."""
+limit, a forced target prefix per sentence (the limit grows to fit it), a ban on repeated
+n-grams and a banned part of the vocabulary (`decode.language_vocab`)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ class Rules:
     prefix: Optional[Tensor] = None  # [B, P] forced first target ids (PAD after the end)
     prefix_len: Optional[Tensor] = None  # [B]
     no_repeat_ngram: int = 0
+    banned: Optional[Tensor] = None  # [V] or per sentence [B, V] bool: ids no row may choose
 
     @classmethod
     def build(
@@ -43,20 +44,25 @@ class Rules:
         prefixes: Optional[list[list[int]]],
         no_repeat_ngram: int = 0,
         device: str | torch.device = "cpu",
+        banned: Optional[Tensor] = None,
     ) -> "Rules":
         if not prefixes:
-            return cls(no_repeat_ngram=no_repeat_ngram)
+            return cls(no_repeat_ngram=no_repeat_ngram, banned=banned)
         prefix, mask = pad_batch(prefixes)
-        return cls(prefix.to(device), mask.sum(1).to(device), no_repeat_ngram)
+        return cls(prefix.to(device), mask.sum(1).to(device), no_repeat_ngram, banned)
 
     def repeat(self, n: int) -> "Rules":
         """The rules of every sentence repeated n times in a row (samples of one sentence)."""
+        banned = self.banned
+        if banned is not None and banned.dim() == 2:
+            banned = banned.repeat_interleave(n, 0)
         if self.prefix is None:
-            return self
+            return Rules(no_repeat_ngram=self.no_repeat_ngram, banned=banned)
         return Rules(
             self.prefix.repeat_interleave(n, 0),
             self.prefix_len.repeat_interleave(n),
             self.no_repeat_ngram,
+            banned,
         )
 
     def limit(self, limit: Tensor) -> Tensor:
@@ -65,18 +71,23 @@ class Rules:
 
     def apply(self, log_probs: Tensor, t: int, hist: Tensor, sent: Tensor) -> Tensor:
         """log_probs [R, V] of rows whose sentences are `sent` [R], history hist [R, t]."""
+        forcing = self.prefix is not None and t < self.prefix.size(1)
+        if forcing:
+            # Inside its prefix a row may emit only the forced token, at its model log-prob
+            # (even if it repeats an n-gram or is banned: the user asked for it).
+            forced = self.prefix[sent, t].unsqueeze(1)
+            only = torch.full_like(log_probs, NEG_INF).scatter(
+                1, forced, log_probs.gather(1, forced)
+            )
         out = (
             _ban_repeats(log_probs, hist, self.no_repeat_ngram)
             if self.no_repeat_ngram
             else log_probs
         )
-        if self.prefix is not None and t < self.prefix.size(1):
-            # Inside its prefix a row may emit only the forced token, at its model log-prob
-            # (even if it repeats an n-gram: the user asked for it).
-            forced = self.prefix[sent, t].unsqueeze(1)
-            only = torch.full_like(log_probs, NEG_INF).scatter(
-                1, forced, log_probs.gather(1, forced)
-            )
+        if self.banned is not None:
+            ban = self.banned if self.banned.dim() == 1 else self.banned[sent]
+            out = out.masked_fill_(ban, NEG_INF)  # log_probs are the search's to change
+        if forcing:
             out = torch.where((t < self.prefix_len[sent]).unsqueeze(1), only, out)
         return out
 
