@@ -106,8 +106,9 @@ def load_for_decoding(
     """A run directory (its best checkpoint) or checkpoint file, or several as one ensemble,
     on `device` (default: see `decoding_device`) in `precision` (default: fp32 on a CPU, the
     run's own on a GPU); `int8` quantizes the linear layers dynamically (CPU only, fp32
-    activations); `overrides` are decode.* settings, checked as the config's. With decode.language_vocab the
-    tokenizer gets its target languages' piece counts, read from the run's training data."""
+    activations); `overrides` are decode.* settings, checked as the config's. With
+    decode.language_vocab the tokenizer gets its target languages' piece counts, read from the
+    run's training data (`nmt.data.language_pieces`)."""
     _check_precision(precision, int8)
     if int8:
         device = device or "cpu"  # int8 decodes on the CPU whatever the run trained on

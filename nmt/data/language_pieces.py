@@ -45,11 +45,11 @@ def _case(text: str, tok: Tokenizer) -> str:
 
 
 def banned_pieces(tok: Tokenizer, min_count: int) -> Optional[torch.Tensor]:
-    """The [V] mask of target ids to ban when `tok` (a multilingual model's view for one target language,
-    or a one-direction model's tokenizer) writes its language: pieces seen fewer than
-    `min_count` times in that language's training text, by `tok.piece_counts` (never EOS or
-    another control piece: a target-mode tag is forced, never chosen); None when `min_count`
-    is 0."""
+    """The [V] mask of target ids to ban when `tok` (a multilingual model's view for one
+    target language, or a one-direction model's tokenizer) writes its language: pieces seen
+    fewer than `min_count` times in that language's training text, by `tok.piece_counts`
+    (never EOS or another control piece: a target-mode tag is forced, never chosen); None when
+    `min_count` is 0."""
     if min_count <= 0:
         return None
     counts = tok.piece_counts
