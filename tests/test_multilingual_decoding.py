@@ -88,6 +88,12 @@ def test_translate_writes_the_language_tgt_lang_names(runs, corpus, tmp_path, ta
     [
         ([], "this model translates into a, b, c: give --tgt-lang"),
         (["--tgt-lang", "d"], "--tgt-lang d: this model translates into a, b, c, not d"),
+        (
+            ["--tgt-lang", "<2c>"],
+            "--tgt-lang <2c>: this model translates into a, b, c, not <2c> (give the language "
+            "key c, not its tag)",
+        ),
+        (["--tgt-lang", ">>a<<"], "--tgt-lang >>a<<: this model translates into a, b, c, not"),
         (["--tgt-lang", "a", "--src-lang", "d"], "--src-lang d: this model reads a, b, c, not d"),
         (["--tgt-lang", "c", "--pivot", "c"], "--pivot c: the pivot must differ from the"),
         (["--tgt-lang", "c", "--pivot", "d"], "--pivot d: this model translates into a, b, c"),

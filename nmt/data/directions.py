@@ -9,6 +9,7 @@ A config without directions has one direction, `src_lang-tgt_lang`, and reads ex
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Optional
@@ -95,9 +96,21 @@ def check_target(data: DataConfig, tgt_lang: Optional[str], field: str = "--tgt-
         raise NmtError(f"this model translates into {', '.join(targets)}: give {field}")
     if tgt_lang not in targets:
         raise NmtError(
-            f"{field} {tgt_lang}: this model translates into {', '.join(targets)}, not {tgt_lang}"
+            f"{field} {tgt_lang}: this model translates into {', '.join(targets)}, not "
+            f"{tgt_lang}{_tag_hint(tgt_lang, targets)}"
         )
     return tgt_lang
+
+
+# A language tag typed where its key belongs: ours (<2fr>), Marian's (>>fra<<), mBART's (__fr__)
+_TYPED_TAG = re.compile(r"<2(\w+)>|>>(\w+)<<|__(\w+)__")
+
+
+def _tag_hint(value: str, targets: list[str]) -> str:
+    """' (give the language key fr, not its tag)' when `value` is a target language's tag."""
+    m = _TYPED_TAG.fullmatch(value.strip())
+    key = next((g for g in m.groups() if g), None) if m else None
+    return f" (give the language key {key}, not its tag)" if key in targets else ""
 
 
 def check_source(data: DataConfig, src_lang: Optional[str], field: str = "--src-lang") -> None:
