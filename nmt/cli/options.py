@@ -65,14 +65,7 @@ def decode_args(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="never repeat an n-gram of N tokens (default: decode.no_repeat_ngram)",
     )
-    p.add_argument(
-        "--language-vocab",
-        type=count,
-        metavar="N",
-        help="write only pieces seen at least N times in the target language's training text "
-        "(reads the run's data; keeps zero-shot output in the asked language; default: "
-        "decode.language_vocab)",
-    )
+    language_vocab_arg(p)
     g = p.add_argument_group("sampling (instead of search; --nbest K draws K samples)")
     g.add_argument(
         "--sample", action="store_true", default=None, help="sample each token instead of searching"
@@ -81,6 +74,18 @@ def decode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=count, metavar="K", help="draw from the K likeliest tokens")
     g.add_argument("--top-p", type=float, metavar="P", help="draw from the nucleus of mass P")
     g.add_argument("--seed", type=int, help="sampling seed (default: decode.seed)")
+
+
+def language_vocab_arg(p: argparse.ArgumentParser) -> None:
+    """--language-vocab N (decode.language_vocab): translate, evaluate and serve take it."""
+    p.add_argument(
+        "--language-vocab",
+        type=count,
+        metavar="N",
+        help="write only pieces seen at least N times in the target language's training text "
+        "(reads the run's data; keeps zero-shot output in the asked language; default: "
+        "decode.language_vocab)",
+    )
 
 
 TRANSLATE_TGT_HELP = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt.cli.options import count, positive
+from nmt.cli.options import count, language_vocab_arg, positive
 from nmt.errors import NmtError
 
 
@@ -42,13 +42,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
         action="store_true",
         help="dynamic int8 quantization of the linear layers (CPU only)",
     )
-    sv.add_argument(
-        "--language-vocab",
-        type=count,
-        metavar="N",
-        help="write only pieces seen at least N times in the target language's training text "
-        "(reads the run's data; default: decode.language_vocab)",
-    )
+    language_vocab_arg(sv)
     sv.set_defaults(func=run)
 
 
