@@ -953,6 +953,9 @@ def test_a_parallel_study_killed_with_sigkill_stops_its_workers_and_ends_with_th
         ({"evaluate": {"split": "test", "beam": "5"}}, "'evaluate.beam' .* must be an integer"),
         ({"evaluate": {"split": "test", "beam": [1, 1]}}, "'evaluate.beam' .* different"),
         ({"base": ["data", "model"]}, "'base' .* must be a mapping"),
+        ({"models": 5}, r"'models' in .*study.yaml must be a mapping of model name .* got int 5"),
+        ({"models": ["rnnsearch"]}, r"'models' in .*study.yaml must be a mapping .* got list"),
+        ({"models": {}}, r"'models' in .*study.yaml must be a mapping .* got an empty mapping"),
     ],
 )
 def test_study_mistakes_fail_before_any_training(tmp_path, capsys, change, message):

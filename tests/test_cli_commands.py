@@ -44,3 +44,23 @@ def test_a_user_mistake_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["translate", str(tmp_path / "no-such-run")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("nmt: error: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv, command, message",
+    [
+        (["trian"], "nmt", "argument COMMAND: invalid choice: 'trian'"),
+        (["train", "x.yaml", "--bogus"], "nmt train", "unrecognized arguments: --bogus"),
+        (["evaluate"], "nmt evaluate", "the following arguments are required: checkpoint"),
+        (["translate", "run", "--beam", "x"], "nmt translate", "argument --beam: expected"),
+        (["data", "synth", "--out", "d", "--nope"], "nmt data synth", "unrecognized arguments"),
+    ],
+)
+def test_an_argument_mistake_is_one_line_naming_the_commands_help(capsys, argv, command, message):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"nmt: error: {message}")
+    assert captured.err.rstrip().endswith(f"(see '{command} --help')")

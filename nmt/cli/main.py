@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib import import_module
-from typing import Optional
+from typing import NoReturn, Optional
 
 from nmt import __version__
 from nmt.data.heap import keep_freed_memory
@@ -37,8 +37,32 @@ COMMANDS = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """A parser whose mistakes are one line, as every other user mistake is: `nmt: error: ...`
+    and exit 2, naming the command's --help instead of printing its usage block. The command
+    parsers (`sub.add_parser`) inherit this class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"nmt: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args=None, namespace=None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:  # name the command that refused them, not the top-level parser
+            self._command(parsed).error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+    def _command(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost command parser that `parsed` went through (`nmt data synth`)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if isinstance(chosen, Parser):
+                    return chosen._command(parsed)
+        return self
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="nmt",
         description="Neural machine translation from YAML configs: seq2seq, RNNsearch "
         "(Bahdanau attention) and Transformer, with BLEU by sentence length.",

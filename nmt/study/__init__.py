@@ -56,8 +56,15 @@ def load_study(path: str | Path) -> dict:
         raise NmtError(
             f"unknown key '{sorted(unknown)[0]}' in {path}; expected one of {sorted(STUDY_KEYS)}"
         )
-    if not isinstance(raw.get("models"), dict) or not raw["models"]:
+    models = raw.get("models")
+    if models is None:
         raise NmtError(f"missing required key 'models' in {path} (name -> config sections)")
+    if not isinstance(models, dict) or not models:
+        got = "an empty mapping" if models == {} else f"{type(models).__name__} {models!r:.40}"
+        raise NmtError(
+            f"'models' in {path} must be a mapping of model name -> config sections "
+            f"(e.g. models: {{rnnsearch: {{model: {{arch: rnnsearch}}}}}}), got {got}"
+        )
     for key, value in [("base", raw.get("base"))] + [
         (f"models.{n}", v) for n, v in raw["models"].items()
     ]:
