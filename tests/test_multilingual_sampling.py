@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from nmt.data.batching import BucketBatcher
-from nmt.data.temperature import direction_shares, epoch_counts, sampled_examples
+from nmt.data.temperature import (
+    direction_shares,
+    epoch_counts,
+    sampled_examples,
+    unsampled_directions,
+    warn_unsampled,
+)
 
 SIZES = [900, 100]  # a large and a small direction
 
@@ -69,3 +75,42 @@ def test_one_direction_or_equal_shares_at_t_1_need_no_sampling():
     assert sampled_examples(np.array([0, 1, 1]), 1.0, rng) is None
     equal = sampled_examples(np.repeat([0, 1], 50), 5.0, rng)  # equal sizes: every pair once
     assert sorted(equal.tolist()) == list(range(100))
+
+
+@pytest.mark.parametrize("temperature", [0.01, 0.001, 1e-6])
+def test_a_small_temperature_gives_the_largest_direction_the_whole_epoch_without_overflow(
+    temperature,
+):
+    sizes = np.array([27000, 3000])  # 27000 ** 100 overflows a float64
+    shares = direction_shares(sizes, temperature)
+    assert np.all(np.isfinite(shares)) and shares.sum() == pytest.approx(1.0)
+    assert epoch_counts(sizes, temperature).tolist() == [30000, 0]
+    groups = np.repeat([0, 1], sizes)
+    epoch = sampled_examples(groups, temperature, np.random.default_rng(0))
+    seen = np.bincount(epoch, minlength=30000)  # the large direction, upsampled to fill it
+    assert len(epoch) == 30000 and set(seen[:27000].tolist()) == {1, 2} and not seen[27000:].any()
+
+
+def test_log_space_shares_equal_the_formula_where_it_does_not_overflow():
+    sizes = np.array([5000, 700, 0, 40])
+    for temperature in (0.3, 1.0, 5.0):
+        w = np.where(sizes > 0, sizes.astype(float) ** (1 / temperature), 0.0)
+        assert direction_shares(sizes, temperature) == pytest.approx(w / w.sum(), rel=1e-12)
+
+
+def test_a_direction_an_epoch_leaves_out_is_one_warning_line_naming_it(caplog):
+    sizes = {"en-de": 27000, "en-fr": 3000, "de-fr": 0}
+    assert unsampled_directions(sizes, 0.1) == ["en-fr", "de-fr"]
+    with caplog.at_level("WARNING", logger="nmt"):
+        warn_unsampled(sizes, 0.1)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and all("\n" not in line for line in lines)
+    assert lines[0].startswith("direction en-fr gets no training pair: data.temperature 0.1")
+    assert "raise data.temperature" in lines[0]
+    assert (
+        lines[1]
+        == "direction de-fr gets no training pair: the corpus filter kept none of its pairs"
+    )
+    caplog.clear()
+    warn_unsampled({"en-de": 27000, "en-fr": 3000}, 5.0)  # every direction sampled: silence
+    assert not caplog.records

@@ -10,15 +10,23 @@ its pairs as many whole times as fit and a seeded random subset for the rest.
 
 from __future__ import annotations
 
+import logging
 from typing import Optional
 
 import numpy as np
 
+log = logging.getLogger("nmt")
+
 
 def direction_shares(sizes: np.ndarray, temperature: float) -> np.ndarray:
-    """p_d = n_d^(1/T) / sum_k n_k^(1/T); a direction with no pairs gets none."""
+    """p_d = n_d^(1/T) / sum_k n_k^(1/T); a direction with no pairs gets none. Computed in log
+    space (a softmax of log(n_d) / T), so a small T cannot overflow n_d^(1/T) into inf/nan."""
     n = np.asarray(sizes, dtype=np.float64)
-    w = np.where(n > 0, n ** (1.0 / temperature), 0.0)
+    if not np.any(n > 0):
+        return np.zeros_like(n)
+    with np.errstate(divide="ignore"):
+        logits = np.log(n) / temperature  # -inf for an empty direction: a share of exactly 0
+    w = np.exp(logits - logits.max())
     return w / w.sum()
 
 
@@ -31,6 +39,28 @@ def epoch_counts(sizes: np.ndarray, temperature: float) -> np.ndarray:
     short = total - int(counts.sum())
     counts[np.argsort(-(exact - counts), kind="stable")[:short]] += 1
     return counts
+
+
+def unsampled_directions(sizes: dict[str, int], temperature: float) -> list[str]:
+    """The directions an epoch draws no pair of (a small T gives a small direction a share that
+    rounds to nothing), in the order given."""
+    counts = epoch_counts(np.array(list(sizes.values()), dtype=np.int64), temperature)
+    return [name for name, count in zip(sizes, counts) if count == 0]
+
+
+def warn_unsampled(sizes: dict[str, int], temperature: float) -> None:
+    """One warning line per direction that an epoch leaves out, naming it and why."""
+    if len(sizes) < 2 or not any(sizes.values()):
+        return
+    for name in unsampled_directions(sizes, temperature):
+        why = (
+            "the corpus filter kept none of its pairs"
+            if not sizes[name]
+            else f"data.temperature {temperature:g} gives its {sizes[name]:,} kept pairs a share "
+            f"that rounds to 0 of an epoch of {sum(sizes.values()):,}; raise data.temperature "
+            f"(1 = every pair once)"
+        )
+        log.warning(f"direction {name} gets no training pair: {why}")
 
 
 def sampled_examples(

@@ -20,6 +20,7 @@ from nmt.config.load import check_trainable, with_absolute_paths
 from nmt.data.batching import BucketBatcher
 from nmt.data.directions import direction_tokenizer, load_directions
 from nmt.data.prepared import PreparedCorpus, prepared_corpus
+from nmt.data.temperature import warn_unsampled
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.logs import setup_logging
@@ -302,6 +303,7 @@ def _trainer(
     log.info(corpus.stats.line())
     if corpus.directions:
         log.info(corpus.direction_line())
+        warn_unsampled(corpus.directions, cfg.data.temperature)
     log.info(f"training corpus: {corpus.path} (memory-mapped)")
     if parent:
         init_weights(model, parent)
