@@ -118,6 +118,14 @@ class DataConfig:
     max_ratio: float = opt(
         3.0, "training pairs whose token-length ratio exceeds this are dropped", lo=1.0
     )
+    train_max_words: int = opt(
+        0,
+        "training pairs with more whitespace-separated words than this on either side are "
+        "dropped (train split only; valid and test are untouched), e.g. 30 for Bahdanau et "
+        "al.'s RNNsearch-30; 0 = off. The prepared corpus and its subword model are shared by "
+        "every cap: the cap is applied when training opens it",
+        lo=0,
+    )
     batch_tokens: int = opt(
         3000, "token budget per batch (max of source and target tokens, padding included)", lo=1
     )

@@ -9,7 +9,10 @@ when complete, under a file lock, so a killed prepare leaves nothing mistaken fo
 parallel runs build it once. `open_prepared` reads the rows with `pread` (nmt.data.file_rows): every
 process reading the same corpus shares one copy in the page cache, and none keeps it mapped. A
 multilingual corpus (`data.directions`) holds every direction's pairs one after the other, each
-row with its direction (`dir`) and its language tag already in its ids.
+row with its direction (`dir`) and its language tag already in its ids. A config with
+`data.train_max_words` gets a corpus that also holds each pair's word count (words.npy), and the
+cap is applied when it is opened (nmt.data.word_cap): every cap shares that corpus and its subword
+model.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from nmt.data.file_rows import FileIdColumn
 from nmt.data.heap import give_back_freed_memory
 from nmt.data.subword_sample import train_subwords
 from nmt.data.tokenizer import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS, Tokenizer
+from nmt.data.word_cap import capped_stats, save_words, within_words
 from nmt.errors import NmtError
 from nmt.files import locked
 
@@ -77,6 +81,8 @@ def corpus_key(cfg: Config, tokenizer: Optional[Tokenizer] = None) -> str:
     from nmt.data import synthetic
 
     data = {k: v for k, v in asdict(cfg.data).items() if k not in NOT_IN_KEY}
+    if data.pop("train_max_words"):  # a capped corpus has words.npy, which an uncapped lacks;
+        data["word_counts"] = True  # uncapped: the key (and the corpus) of before the cap
     if not data["directions"]:  # one direction: the key (and the corpus) of before directions
         del data["directions"], data["tag"]
     if data.get("path"):  # a folder reached through a symlink is the same corpus
@@ -228,6 +234,8 @@ def _build(cfg: Config, out: Path, progress: bool, given: Optional[Tokenizer] = 
     )
     ds.disable_progress_bars()
     times["encode+filter"] = time.perf_counter() - t0
+    if d.train_max_words:
+        save_words(out, text)
     del text
     shutil.rmtree(out / "read", ignore_errors=True)
     _write_meta(out, ids, times, vocab, d)
@@ -292,10 +300,13 @@ class PreparedCorpus:
     src_len: np.ndarray  # tokens per kept pair (the source with its EOS)
     tgt_len: np.ndarray
     direction: Optional[np.ndarray] = None  # with directions: each kept pair's, an index
+    max_words: int = 0  # data.train_max_words applied (0: none)
+    over_words: int = 0  # kept pairs it dropped
 
     @property
     def stats(self) -> FilterStats:
-        return FilterStats(**self.meta["stats"])
+        stats = FilterStats(**self.meta["stats"])
+        return capped_stats(stats, self.max_words, self.over_words) if self.max_words else stats
 
     @property
     def directions(self) -> dict[str, int]:
@@ -380,9 +391,11 @@ def prepared_corpus(
     models (a fine-tuned run reuses its parent's) instead of training new ones."""
     path, _ = ensure_prepared(cfg, progress, tokenizer)
     corpus_ = open_prepared(path)
+    if cfg.data.train_max_words:
+        corpus_ = within_words(corpus_, cfg.data.train_max_words)
     if not corpus_.kept.size:
         raise NmtError(
             f"the training set is empty after filtering ({corpus_.stats.line()}); "
-            f"check 'data.max_len' and 'data.max_ratio'"
+            f"check 'data.max_len', 'data.max_ratio' and 'data.train_max_words'"
         )
     return corpus_
