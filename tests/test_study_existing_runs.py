@@ -127,3 +127,32 @@ def test_a_retrained_run_is_scored_again(corpus, our_run, tmp_path):
     scores.write_text(json.dumps(stamp))
     assert main(["study", str(path), "--out", str(out)]) == 0
     assert json.loads(scores.read_text())["step"] == 10
+
+
+@pytest.mark.parametrize(
+    "section, change, recorded",
+    [
+        ("decode", {"max_len_b": 2}, lambda s: s["decode"]["max_len_b"] == 2),
+        ("decode", {"alpha": 0.0}, lambda s: s["decode"]["alpha"] == 0.0),
+        ("eval", {"buckets": [5], "min_bucket": 1}, lambda s: len(s["buckets"]) == 2),
+        ("data", {"max_len": 7}, lambda s: s["test_set"]["data"].startswith("local:")),
+    ],
+)
+def test_a_run_is_scored_again_when_the_studys_decoding_data_or_scoring_changes(
+    corpus, our_run, tmp_path, section, change, recorded
+):
+    # the scores were reused as long as the checkpoint and step were the same (issue 60)
+    path, out = (
+        write_study(tmp_path / "study.yaml", corpus, {"ours": {"run": str(our_run)}}),
+        tmp_path / "out",
+    )
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    scores = out / "ours" / "eval_test_beam1" / "scores.json"
+    first = scores.stat().st_mtime_ns
+    assert main(["study", str(path), "--out", str(out)]) == 0  # nothing changed: kept
+    assert scores.stat().st_mtime_ns == first
+    study = yaml.safe_load(path.read_text())
+    study["base"].setdefault(section, {}).update(change)
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    assert main(["study", str(path), "--out", str(out)]) == 0
+    assert scores.stat().st_mtime_ns != first and recorded(json.loads(scores.read_text()))

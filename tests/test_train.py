@@ -482,19 +482,18 @@ class FakeTime:
         return self.t
 
 
-def test_train_clock_counts_this_run_and_adds_to_the_total():
-    fake, progress = FakeTime(0), Progress(train_seconds=100.0)  # 100 s from earlier runs
+def test_train_clock_adds_this_process_to_the_runs_total_and_counts_that():
+    fake, progress = FakeTime(0), Progress(train_seconds=90.0)  # 90 s from earlier processes
     clock = TrainClock(now=fake.now)
     fake.t += 500  # before training starts (loading, or the gap after a kill): not training
     clock.start()
     fake.t += 30
     clock.tick(progress)
-    assert progress.train_seconds == 130.0 and clock.run_minutes() == 0.5
+    assert progress.train_seconds == 120.0 and clock.run_minutes() == 2.0  # the whole run
 
 
-def test_max_minutes_counts_this_run_and_valid_rows_carry_the_training_seconds(
-    tmp_path, monkeypatch
-):
+def fake_minutes(monkeypatch) -> FakeTime:
+    """Training on a fake clock: each step takes 20 s, and nothing else takes any time."""
     import nmt.training.trainer as train_mod
 
     fake, real_step = FakeTime(per_step=20.0), train_mod.Trainer.train_step
@@ -505,13 +504,36 @@ def test_max_minutes_counts_this_run_and_valid_rows_carry_the_training_seconds(
 
     monkeypatch.setattr(train_mod.Trainer, "train_step", timed_step)
     monkeypatch.setattr(train_mod, "TrainClock", lambda: TrainClock(now=fake.now))
+    return fake
+
+
+def test_max_minutes_counts_the_runs_time_across_resumes_and_valid_rows_carry_it(
+    tmp_path, monkeypatch
+):
+    fake = fake_minutes(monkeypatch)
     cfg = write_config(tmp_path, "seq2seq", max_steps=0, max_minutes=1, valid_every=2)
     first = train_job.train(load_config(cfg))
     assert first.stop_reason == "reached max_minutes=1"  # 3 steps of 20 s
-    fake.t += 3600  # an hour between the end of the first run and the resume
+    fake.t += 3600  # an hour between the end of the first run and the resume: counts nowhere
     again = train_job.train(load_config(cfg), resume=True)
-    # the resumed run gets its own minute (3 more steps), and the hour counts nowhere
+    # the run has had its minute: resumed, it stops at once instead of training a minute more
     assert again.stop_reason == "reached max_minutes=1"
-    valid = [m for m in metrics(again.run) if m["split"] == "valid"]
+    assert step_checkpoints(again.run)[-1].name == "step_3.pt"
+    more = train_job.train(load_config(cfg, ["train.max_minutes=2"]), resume=True)
+    assert more.stop_reason == "reached max_minutes=2"  # a larger cap: a minute more
+    valid = [m for m in metrics(more.run) if m["split"] == "valid"]
     assert [(m["step"], m["seconds"]) for m in valid] == [(2, 40), (3, 60), (4, 80), (6, 120)]
-    assert load_checkpoint(again.run / "best.pt")["progress"]["train_seconds"] <= 120
+    assert load_checkpoint(step_checkpoints(more.run)[-1])["progress"]["train_seconds"] == 120
+
+
+def test_a_run_resumed_under_a_time_cap_ends_where_an_uninterrupted_one_does(tmp_path, monkeypatch):
+    fake_minutes(monkeypatch)
+    whole = write_config(tmp_path / "whole", "seq2seq", max_steps=0, max_minutes=2)
+    assert train_job.train(load_config(whole)).stop_reason == "reached max_minutes=2"
+    parts = write_config(tmp_path / "parts", "seq2seq", max_steps=0, max_minutes=2)
+    stopped = train_job.train(load_config(parts, ["train.max_steps=2"]))  # stopped at 40 s
+    assert stopped.stop_reason == "reached max_steps=2"
+    resumed = train_job.train(load_config(parts), resume=True)
+    assert resumed.stop_reason == "reached max_minutes=2"
+    assert step_checkpoints(tmp_path / "whole" / "run")[-1].name == "step_6.pt"
+    assert step_checkpoints(resumed.run)[-1].name == "step_6.pt"  # not 2 + 6

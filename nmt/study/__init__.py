@@ -42,7 +42,13 @@ from nmt.run_dir import RunDir
 from nmt.scoring.metrics import load_scores
 from nmt.study import worker
 from nmt.study.report import write_report
-from nmt.study.scoring import Scoring, check_direction_key, check_model
+from nmt.study.scoring import (
+    Scoring,
+    check_direction_key,
+    check_model,
+    record_key,
+    stale_scores,
+)
 
 log = logging.getLogger("nmt")
 STUDY_KEYS = {"name", "out", "base", "models", "evaluate", "parallel"}
@@ -275,7 +281,8 @@ def _scored_existing(
     name: str, cfg: Config, run: RunDir, home: RunDir, scoring: Scoring, beams: list[int]
 ) -> dict:
     """An existing run's scores by beam on the study's data, its reports in `home`; a report
-    of another checkpoint (the run was trained on since) is scored again."""
+    scored under another key (the run trained on since, or the study's data, decoding or
+    scoring changed: `Scoring.key`) is scored again."""
     checkpoint = run.checkpoint()
     ck = load_checkpoint(checkpoint)
     facts = {
@@ -286,14 +293,16 @@ def _scored_existing(
     }
     results = {}
     for beam in beams:
-        scores = scoring.report(home, beam) / "scores.json"
+        report, key = scoring.report(home, beam), scoring.key(cfg, checkpoint, beam)
+        scores = report / "scores.json"
         if scores.is_file():
-            old = load_scores(scores.parent)
+            old = load_scores(report)
             scored = Path(old.get("checkpoint") or "").resolve(), old.get("step")
-            if scored != (checkpoint.resolve(), ck["step"]):
+            if stale_scores(report, key) or scored != (checkpoint.resolve(), ck["step"]):
                 scores.unlink()
         home.path.mkdir(parents=True, exist_ok=True)
         results[beam] = {**_evaluated(name, run, cfg, scoring, beam, home), **facts}
+        record_key(report, key)
     return results
 
 

@@ -10,16 +10,16 @@ its direction never reuses the scores of another.
 
 from __future__ import annotations
 
-import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from nmt.config import Config
-from nmt.config.load import LANGUAGE, load_config
+from nmt.config.load import LANGUAGE, load_config, to_dict
 from nmt.data.directions import direction_names
 from nmt.errors import NmtError
-from nmt.jobs.evaluate import EvalOptions
+from nmt.files import atomic_write
 from nmt.run_dir import RunDir
 
 
@@ -47,6 +47,31 @@ class Scoring:
     def options(self) -> dict:
         """The EvalOptions keys that pick the direction (none without one)."""
         return {"direction": self.direction} if self.direction else {}
+
+    def key(self, cfg: Config, checkpoint: Path, beam: int) -> str:
+        """Everything a model's scores depend on: the checkpoint file (path, size, time), the
+        whole config it is scored with (its model, and the study's data, decode and eval
+        sections), the split, direction and beam. Scores stored under another key are stale."""
+        stat = checkpoint.stat()
+        what = {
+            "checkpoint": [str(checkpoint.resolve()), stat.st_size, stat.st_mtime_ns],
+            "config": to_dict(cfg),
+            "scoring": [self.split, self.direction, beam],
+        }
+        return json.dumps(what, sort_keys=True, default=str)
+
+
+KEY_FILE = "study_key.json"  # beside a report's scores.json: the key they were scored under
+
+
+def stale_scores(report: Path, key: str) -> bool:
+    """Whether the report's scores were computed under another key (or none recorded)."""
+    stamp = report / KEY_FILE
+    return not stamp.is_file() or stamp.read_text(encoding="utf-8") != key
+
+
+def record_key(report: Path, key: str) -> None:
+    atomic_write(report / KEY_FILE, key)
 
 
 def check_direction_key(ev: dict, path: str | Path) -> None:
@@ -87,9 +112,4 @@ def check_model(
         raise NmtError(
             f"'evaluate.direction' in {path} is '{scoring.direction}', which {where} does not "
             f"translate (its directions: {', '.join(have)})"
-        )
-    if "direction" not in {f.name for f in dataclasses.fields(EvalOptions)}:
-        raise NmtError(  # until nmt evaluate can put the tag in (--direction)
-            f"'evaluate.direction' in {path}: this version's evaluation cannot score one "
-            f"direction of a model (nmt.jobs.evaluate.EvalOptions has no 'direction')"
         )

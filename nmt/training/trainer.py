@@ -140,7 +140,7 @@ class Trainer:
         self.p = self.checkpoints.resume(path, self)
 
     def _minutes(self) -> float:
-        """Minutes this run has trained (not counting earlier runs of a resumed training)."""
+        """Minutes the run has trained, across resumes (what train.max_minutes limits)."""
         self.clock.tick(self.p)
         return self.clock.run_minutes()
 
