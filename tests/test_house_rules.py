@@ -59,9 +59,14 @@ STAGES = [
     ),
     (
         "evaluate",
-        ["nmt.scoring.metrics", "nmt.scoring.bootstrap", "nmt.scoring.comet", "nmt.alignment"],
+        ["nmt.scoring.metrics", "nmt.scoring.bootstrap", "nmt.scoring.comet", "nmt.alignment"]
+        + ["nmt.scoring.loss_by_length"],
     ),
-    ("report", ["nmt.scoring.report", "nmt.scoring.compare", "nmt.scoring.curves"]),
+    (
+        "report",
+        ["nmt.scoring.report", "nmt.scoring.compare", "nmt.scoring.curves"]
+        + ["nmt.scoring.length_figures"],
+    ),
     # the study and the package's lazy `nmt.Translator` run whole jobs: they sit on top
     (
         "jobs",

@@ -202,12 +202,16 @@ def plot_bleu_by_length(
     title: str | None = None,
     tests: Optional[dict] = None,
     metric: str = "bleu",
+    bands: bool = False,
+    caps: Optional[dict[str, int]] = None,
 ) -> None:
     """A metric against source-length bucket, one line per model (Bahdanau et al. 2014, Fig. 2),
-    with 95% bootstrap intervals as error bars, each bucket's sentence count under its label and,
-    with `tests`, a triangle over a model's point where it is significantly better (pointing up)
-    or worse (down) than the first."""
-    _save(bleu_by_length_figure(scores_by_model, title, tests, metric), path)
+    with 95% bootstrap intervals as error bars (`bands`: shaded bands), each bucket's sentence
+    count under its label and, with `tests`, a triangle over a model's point where it is
+    significantly better (pointing up) or worse (down) than the first; `caps` (model -> words)
+    marks the longest training sentence of models trained on short ones (data.train_max_words)."""
+    fig = bleu_by_length_figure(scores_by_model, title, tests, metric, bands, caps)
+    _save(fig, path)
 
 
 def bleu_by_length_figure(
@@ -215,6 +219,8 @@ def bleu_by_length_figure(
     title: str | None = None,
     tests: Optional[dict] = None,
     metric: str = "bleu",
+    bands: bool = False,
+    caps: Optional[dict[str, int]] = None,
 ) -> Figure:
     """The figure of `plot_bleu_by_length`. The marks sit above the error bars with the axis
     raised to hold them, and the legend stands outside the axes, where it covers no bar."""
@@ -229,7 +235,7 @@ def bleu_by_length_figure(
     tops, marks = [], []
     for (name, scores), dx in zip(scores_by_model.items(), offsets):
         bs = [scores["buckets"][k] for k in shown]
-        color, top = _model_line(ax, name, bs, metric, x + dx, shown)
+        color, top = _model_line(ax, name, bs, metric, x + (0 if bands else dx), shown, bands)
         tops += [t for t in top if not math.isnan(t)]
         test = (tests or {}).get(name)
         for i, k in enumerate(shown if test else ()):
@@ -253,14 +259,15 @@ def bleu_by_length_figure(
     )
     ax.margins(x=0.1)
     ax.grid(True, alpha=0.4)
+    _cap_lines(ax, [ranges[k] for k in shown], caps or {})
     _legend(ax, next(iter(scores_by_model)) if tests else None)
     if title:
         ax.set_title(title)
     return fig
 
 
-def _model_line(ax, name: str, bs: list[dict], metric: str, x: np.ndarray, shown: list[int]):
-    """One model's points and error bars; (its colour, the top of each bar or point)."""
+def _model_line(ax, name: str, bs, metric: str, x: np.ndarray, shown: list[int], band=False):
+    """One model's points and error bars (or band); (its colour, the top of each bar or point)."""
     y = np.array([math.nan if b.get(metric) is None else b[metric] for b in bs], dtype=float)
     cis = [b.get(f"{metric}_ci") for b in bs]
     err = None
@@ -270,8 +277,24 @@ def _model_line(ax, name: str, bs: list[dict], metric: str, x: np.ndarray, shown
     gaps = [i + 1 for i in range(len(shown) - 1) if shown[i + 1] != shown[i] + 1]
     gx, gy = np.insert(x, gaps, np.nan), np.insert(y, gaps, np.nan)
     gerr = None if err is None else np.insert(err, gaps, np.nan, axis=1)
+    if band:
+        color = ax.plot(gx, gy, marker="o", label=name, clip_on=False)[0].get_color()
+        if gerr is not None:
+            ax.fill_between(gx, gy - gerr[0], gy + gerr[1], color=color, alpha=0.2, lw=0)
+        return color, (y if err is None else y + err[1])
     line = ax.errorbar(gx, gy, yerr=gerr, marker="o", capsize=3, label=name, clip_on=False)
     return line.lines[0].get_color(), (y if err is None else y + err[1])
+
+
+def _cap_lines(ax, ranges: list[tuple[int, Optional[int]]], caps: dict[str, int]) -> None:
+    """A dashed vertical line where each training cap falls between the buckets (30 words: after
+    the 21-30 bucket), named for the models trained with it."""
+    for cap in sorted(set(caps.values())):
+        at = [i for i, (_, hi) in enumerate(ranges) if hi is not None and hi <= cap]
+        if at and at[-1] + 1 < len(ranges):
+            models = ", ".join(n for n, c in caps.items() if c == cap)
+            label = f"longest training sentence: {cap} words\n({models})"
+            ax.axvline(at[-1] + 0.5, color="0.3", ls="--", lw=1, label=label, gid=f"cap{cap}")
 
 
 def _legend(ax, baseline: Optional[str]) -> None:
@@ -396,6 +419,11 @@ def format_scores(scores: dict) -> str:
             sig = scores.get("signature" if m == "bleu" else f"{m}_signature", "?")
             interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
             lines.append(f"{metric_label(m)} = {scores[m]:.2f}{interval} (signature {sig})")
+    loss = scores.get("loss_by_length")
+    if loss and loss.get("nll") is not None:
+        ci = loss.get("nll_ci")
+        interval = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+        lines.append(f"loss on the reference = {loss['nll']:.3f}{interval} {loss['unit']}")
     text = "\n".join(lines) + "\n"
     if scores.get("buckets"):
         text += "\n" + metrics_table(scores) + merge_note(scores)
