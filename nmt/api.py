@@ -36,7 +36,12 @@ from nmt.errors import NmtError
 from nmt.inference import Loaded, decode_settings, load_for_decoding
 from nmt.run_dir import RunDir
 from nmt.search.constraints import Phrases
-from nmt.text_translation import encode_constraints, translate_through
+from nmt.text_translation import (
+    Translation,
+    check_pivot_options,
+    encode_constraints,
+    translate_through,
+)
 from nmt.unknown_words import describe_unknown, unknown_words
 
 
@@ -55,7 +60,7 @@ class TranslationResult(str):
     tgt_pieces: list[str]  # best hypothesis' subwords, with </s>
     alignment: Optional[list[list[float]]]  # [len(tgt_pieces)][len(src_pieces)] or None
     warnings: list[str]  # unknown words, truncation, constraint phrases missed
-    # Phrases that had to appear and do not (the length limit left no room); None without any.
+    # Phrases that had to appear and are not in the text as whole words; None without any.
     unmet: Optional[int]
 
     def __new__(
@@ -168,7 +173,8 @@ class Translator:
         only), by default fp32 on a CPU and the run's own on a GPU; `int8`: dynamic int8
         quantization of the linear layers (CPU only, fp32 activations); `decode`: decode.*
         settings over the run's, checked as the config's (e.g. {"language_vocab": 10})."""
-        return cls(load_for_decoding(run_or_checkpoint, device, precision, int8, decode))
+        where = "Translator.load(decode=...)"
+        return cls(load_for_decoding(run_or_checkpoint, device, precision, int8, decode, where))
 
     def tokenizer(self, tgt_lang: Optional[str] = None) -> Tokenizer:
         """The tokenizer that translates into `tgt_lang`: a multilingual model's view for that
@@ -238,8 +244,9 @@ class Translator:
 
         `constraints`: per text, a list of phrases its translation must contain, or {"include":
         [...], "exclude": [...]} (exclude: phrases it must not contain), or None; with a single
-        string, that one text's list or dict. Each result's `unmet` counts the phrases it misses
-        (only where the length limit left no room, with a warning), None without constraints.
+        string, that one text's list or dict. Each result's `unmet` counts the phrases its text
+        misses as whole words (with a warning), None without constraints. decode.max_phrases,
+        max_phrase_words and max_phrase_tokens bound them (`Translator.load(decode=...)`).
 
         `tgt_lang`: the language to translate into, required for a multilingual model (one of
         `info.target_languages`); a one-direction model takes its own or None. `pivot`: a
@@ -251,7 +258,7 @@ class Translator:
             args = (beam, nbest, alignment, attention_layer, attention_head, batch_tokens, sampling)
             one = None if constraints is None else [constraints]
             return self.translate([texts], *args, one, tgt_lang, pivot)[0]
-        texts = list(texts)
+        texts = _texts(texts)
         passes = self.passes(tgt_lang, pivot)
         decode = self.decode_config(beam, nbest, batch_tokens, sampling)
         check_pivot_options(pivot, alignment, constraints)
@@ -334,12 +341,16 @@ class Translator:
         tok = self.tokenizer(tgt_lang)
         return encode_constraints(tok, texts, specs, self.cfg.decode, where.format)
 
-    def _result(self, t, warnings: list[str], given: int, alignment: bool) -> TranslationResult:
-        tokens = [] if t.hyp is None else t.hyp.tokens
+    def _result(
+        self, t: Translation, warnings: list[str], given: int, alignment: bool
+    ) -> TranslationResult:
+        """A result as `nmt translate` writes it: target pieces and alignment rows of the text,
+        without a forced language tag (`Translation.lead`)."""
+        tokens = t.tokens
         attn = None
         if alignment and t.hyp is not None and t.hyp.attn is not None:
-            attn = [[round(float(w), 4) for w in row] for row in t.hyp.attn.tolist()]
-        unmet = None if t.hyp is None else t.hyp.unmet  # None: decoded without constraints
+            attn = [[round(float(w), 4) for w in row] for row in t.hyp.attn[t.lead :].tolist()]
+        unmet = t.unmet  # None: decoded without constraints
         return TranslationResult(
             t.text,
             [Hypothesis(h, s) for h, s in zip(t.nbest, t.scores)],
@@ -384,11 +395,20 @@ class Translator:
             self.model.attn_layer, self.model.attn_head = old
 
 
-def check_pivot_options(pivot: Optional[str], alignment: bool, constraints: Any) -> None:
-    """What a pivot cannot give: the last pass reads the pivot text, so its attention and its
-    length limits are not the input's (as `nmt translate --pivot` refuses them)."""
-    if pivot is not None and (alignment or constraints is not None):
-        raise NmtError("alignment and constraints cannot be used with pivot")
+def _texts(texts: object) -> list[str]:
+    """`translate`'s texts as a list of strings, or one error naming what came instead."""
+    try:
+        items = None if isinstance(texts, (bytes, dict)) else list(texts)  # type: ignore[call-overload]
+    except TypeError:
+        items = None
+    if items is None:
+        got = type(texts).__name__
+        raise NmtError(f"texts: expected a string or a list of strings, got {got}")
+    bad = [(i, t) for i, t in enumerate(items) if not isinstance(t, str)]
+    if bad:
+        i, t = bad[0]
+        raise NmtError(f"texts[{i}]: expected a string, got {type(t).__name__}")
+    return items
 
 
 def _valid_bleu(checkpoint: Path, step: int) -> Optional[float]:

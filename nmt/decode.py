@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -18,9 +18,9 @@ from tqdm import tqdm
 from nmt.config import DecodeConfig
 from nmt.data.batching import pad_batch
 from nmt.errors import NmtError
-from nmt.search.banned_text import PieceText
 from nmt.search.beam import beam_search
 from nmt.search.constraints import Constraints, Phrases, check_constraints
+from nmt.search.excluded_text import PieceText
 from nmt.search.greedy import greedy_search
 from nmt.search.hypotheses import Hypothesis, check_nbest
 from nmt.search.rows import eval_mode, length_batches
@@ -29,6 +29,10 @@ from nmt.search.sampling import Sampler
 
 if TYPE_CHECKING:
     from nmt.models.base import NMTModel
+
+# Elements of the largest constraint tensor of one decoding batch (`_within_budget`): 2^22, a
+# few tens of MB for its int64 and boolean temporaries at any beam and number of phrases.
+CONSTRAINT_BUDGET = 1 << 22
 
 
 def decode_settings(
@@ -126,15 +130,17 @@ def translate_ids(
     negative_constraints: Optional[Phrases] = None,
     word_joiners: Optional[Sequence[int]] = None,
     target_pieces: Optional[Sequence[str]] = None,
-    banned: Optional[Tensor] = None,
+    masked: Optional[Tensor] = None,
 ) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending with EOS) in length-sorted batches; input order out.
     cfg says how (`beam`, `nbest`: see `decode_settings`); samples are reproducible for the
     same seed, input and batch_tokens. `prefixes[i]` (target ids) starts line i's output;
     `positive_constraints[i]` must appear in it, as whole words given `word_joiners`
     (`Tokenizer.word_joiners`), and `negative_constraints[i]` must not, as text too given
-    `target_pieces` (`nmt.search.constraints`). No output holds a target id `banned` [V] marks
-    (`nmt.data.language_pieces`) but those a line's prefix or positive phrases need."""
+    `target_pieces` (`nmt.search.constraints`); constrained batches are split further so that
+    the search's constraint tensors stay under CONSTRAINT_BUDGET. No output holds a target id
+    `masked` [V] marks (`nmt.data.language_pieces`) but those a line's prefix or positive
+    phrases need."""
     _check_lines(model, src_ids, prefixes, positive_constraints, negative_constraints)
     cfg = decode_settings(cfg, beam, nbest)
     sampler = Sampler.from_config(cfg, device) if cfg.sample else None
@@ -148,11 +154,12 @@ def translate_ids(
             total=len(src_ids), disable=not progress, file=sys.stderr, unit="sent", desc="decode"
         ) as bar,
     ):
-        for batch in length_batches(order, lengths, cfg.batch_tokens):
+        batches = length_batches(order, lengths, cfg.batch_tokens)
+        for batch in _within_budget(batches, positive_constraints, cfg.beam):
             src, mask = pad_batch([src_ids[i] for i in batch], model.pad_id)
             src, mask = src.to(device), mask.to(device)
-            ban = _banned(banned, _rows(positive_constraints, batch), device)
-            rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device, ban)
+            vocab = _masks(masked, _rows(positive_constraints, batch), device)
+            rules = Rules.build(_rows(prefixes, batch), cfg.no_repeat_ngram, device, vocab)
             given = (positive_constraints, negative_constraints, word_joiners, pieces)
             cons = _constraints(model, batch, *given, device)
             hyps = decode_batch(
@@ -198,17 +205,36 @@ def _check_lines(
         check_constraints(positive, negative, (model.pad_id, model.bos_id, model.eos_id))
 
 
-def _banned(
-    banned: Optional[Tensor], positive: Optional[Phrases], device: str | torch.device
+def _within_budget(
+    batches: Iterable[list[int]], positive: Optional[Phrases], beam: int
+) -> Iterator[list[int]]:
+    """The batches, those with positive phrases cut into parts whose constraint tensors (b
+    sentences x M = 3K + 2KC candidates x C phrases x L tokens, `nmt.search.constraints`) hold
+    at most CONSTRAINT_BUDGET elements: memory bounded by design, whatever the batch's length
+    mix (a batch of a thousand short constrained sentences would otherwise hold gigabytes)."""
+    for batch in batches:
+        phrases = [] if positive is None else [positive[i] for i in batch]
+        C = max((len(ps) for ps in phrases), default=0)
+        if not C:
+            yield batch
+            continue
+        L = max(len(p) for ps in phrases for p in ps)
+        rows = max(1, CONSTRAINT_BUDGET // ((3 * beam + 2 * beam * C) * C * L))
+        for at in range(0, len(batch), rows):
+            yield batch[at : at + rows]
+
+
+def _masks(
+    masked: Optional[Tensor], positive: Optional[Phrases], device: str | torch.device
 ) -> Optional[Tensor]:
-    """The batch's mask of banned target ids: `banned` [V] itself, or with positive phrases
-    [B, V] rows without the ids of their own line's phrases (a phrase the user asks for wins
-    over the ban); None without a ban."""
-    if banned is None:
+    """The batch's mask of target ids no output may hold: `masked` [V] itself, or with positive
+    phrases [B, V] rows without the ids of their own line's phrases (a phrase the user asks
+    for wins over the mask); None without a mask."""
+    if masked is None:
         return None
     if not positive or not any(positive):
-        return banned.to(device)
-    rows = banned.repeat(len(positive), 1)
+        return masked.to(device)
+    rows = masked.repeat(len(positive), 1)
     for row, line in zip(rows, positive):
         row[[i for phrase in line for i in phrase]] = False
     return rows.to(device)

@@ -102,11 +102,13 @@ def load_for_decoding(
     precision: Optional[str] = None,
     int8: bool = False,
     overrides: Optional[dict] = None,
+    overrides_from: str = "the command line",
 ) -> Loaded:
     """A run directory (its best checkpoint) or checkpoint file, or several as one ensemble,
     on `device` (default: see `decoding_device`) in `precision` (default: fp32 on a CPU, the
     run's own on a GPU); `int8` quantizes the linear layers dynamically (CPU only, fp32
-    activations); `overrides` are decode.* settings, checked as the config's. With
+    activations); `overrides` are decode.* settings, checked as the config's (errors name
+    `overrides_from`, where the caller's user wrote them). With
     decode.language_vocab the tokenizer gets its target languages' piece counts, read from the
     run's training data (`nmt.data.language_pieces`)."""
     _check_precision(precision, int8)
@@ -122,7 +124,7 @@ def load_for_decoding(
     model = quantize_int8(model) if int8 else for_cpu_decoding(model, dev, p)
     model.to(dev)
     if overrides:
-        cfg = with_decode_options(cfg, overrides)
+        cfg = with_decode_options(cfg, overrides, overrides_from)
     if cfg.decode.language_vocab:
         tok.piece_counts = count_target_pieces(cfg.data, tok)
     return Loaded(cfg, model, tok, meta, dev, p, int8)

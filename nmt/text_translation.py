@@ -15,8 +15,14 @@ from typing import Any, Callable, Optional
 import torch
 
 from nmt.config import DecodeConfig
-from nmt.data.constraints_file import LineConstraints, encode_line, read_constraints
-from nmt.data.language_pieces import banned_pieces
+from nmt.data.constraints_file import (
+    LineConstraints,
+    check_limits,
+    encode_line,
+    missing,
+    read_constraints,
+)
+from nmt.data.language_pieces import masked_pieces
 from nmt.data.tokenizer import EOS, Tokenizer
 from nmt.decode import decode_settings, translate_ids
 from nmt.errors import NmtError
@@ -36,6 +42,14 @@ class Translation:
     hyp: Optional[Hypothesis]  # best hypothesis (ids, attention); None for empty input
     src_pieces: list[str]  # source subword pieces (with </s>) the model saw
     pivot: Optional[str] = None  # through a pivot: the text the last pass translated
+    # positive constraint phrases the text misses as whole words (`holds`); None without any
+    unmet: Optional[int] = None
+    lead: int = 0  # forced ids first in hyp.tokens that are no text (a target-mode tag)
+
+    @property
+    def tokens(self) -> list[int]:
+        """The best hypothesis' ids as text: without the forced tag (`lead`)."""
+        return [] if self.hyp is None else self.hyp.tokens[self.lead :]
 
 
 def encode_inputs(
@@ -73,16 +87,18 @@ def translate_texts(
 
     `prefixes[i]` (target text) starts line i's translation; blank prefixes force nothing.
     `positive[i]`/`negative[i]` (target ids, from `encode_constraints`) must / must not appear
-    in it; lines with neither are decoded apart, exactly as without constraints. A target-mode
-    direction view (`Tokenizer.for_direction`) forces its tag: blank prefixes where none given.
-    cfg.language_vocab bans the pieces rare in the target language (`tok.piece_counts`)."""
-    if prefixes is None and tok.direction is not None and tok.direction[1] == "target":
+    in it; lines with neither are decoded apart, exactly as without constraints. Each
+    translation's `unmet` counts the positive phrases its text misses as whole words. A
+    target-mode direction view (`DirectionView`) forces its tag: blank prefixes where none
+    given. cfg.language_vocab masks the pieces rare in the target language (`tok.piece_counts`)."""
+    lead = len(tok.forced_prefix())
+    if prefixes is None and lead:
         prefixes = [""] * len(texts)
     cfg = decode_settings(cfg, beam, nbest)
     ids = encode_inputs(tok, texts, cfg.max_input_tokens, where)
     live = [i for i, t in enumerate(texts) if t.strip()]
     k = cfg.nbest  # blank inputs still give k (empty) hypotheses, like every other line
-    banned = banned_pieces(tok, cfg.language_vocab)
+    masked = masked_pieces(tok, cfg.language_vocab)
     out = [Translation("", [""] * k, [0.0] * k, None, tok.src_pieces(s)) for s in ids]
     for group, pos, neg in _constraint_groups(live, len(texts), positive, negative):
         hyps = translate_ids(
@@ -97,13 +113,17 @@ def translate_texts(
             negative_constraints=neg,
             word_joiners=None if pos is None else tok.word_joiners,
             target_pieces=tok.tgt_piece_texts if neg and any(neg) else None,
-            banned=banned,
+            masked=masked,
         )
-        for i, hs in zip(group, hyps):
+        wanted = None if pos is None else [tok.decode_tgt(ps) if ps else [] for ps in pos]
+        for j, (i, hs) in enumerate(zip(group, hyps)):
+            if not hs:  # every row at -inf: a bug of the search, not the user's
+                raise RuntimeError(f"{where} line {i + 1}: the search returned no hypothesis")
             texts_i = tok.decode_tgt([h.tokens for h in hs])
-            out[i] = Translation(
-                texts_i[0], texts_i, [h.norm_score for h in hs], hs[0], tok.src_pieces(ids[i])
-            )
+            unmet = None if wanted is None else missing(texts_i[0], wanted[j])
+            scores = [h.norm_score for h in hs]
+            src = tok.src_pieces(ids[i])
+            out[i] = Translation(texts_i[0], texts_i, scores, hs[0], src, None, unmet, lead)
     return out
 
 
@@ -130,6 +150,24 @@ def translate_through(
     for t, text in zip(out, via or []):
         t.pivot = text
     return out
+
+
+def check_pivot_options(
+    pivot: Optional[str], alignment: bool = False, constraints: Any = None, flags: bool = False
+) -> None:
+    """What a pivot cannot give, refused in one place for the CLI (`flags`: named as
+    --options), the API and the server: the last pass reads the pivot text, so its attention
+    and its length limits are not the input's."""
+    if pivot is None:
+        return
+    dash = "--" if flags else ""
+    given = (("alignment", bool(alignment)), ("constraints", constraints is not None))
+    used = [f"{dash}{name}" for name, on in given if on]
+    if used:
+        raise NmtError(
+            f"{' and '.join(used)} cannot be used with {dash}pivot (the last pass reads the pivot "
+            f"text, whose attention and length limits are not the input's)"
+        )
 
 
 def _constraint_groups(
@@ -160,7 +198,10 @@ def encode_constraints(
 ) -> tuple[Phrases, Phrases]:
     """Each text's phrases as target ids (must appear, must not), every one checked before any
     decoding; `where(i)` names text i's constraints in errors (FILE line N, a request field).
-    A positive phrase may not be longer than its line's limit a * source tokens + b."""
+    A positive phrase may not be longer than its line's limit a * source tokens + b; every
+    line is checked against decode.max_phrases and max_phrase_words first (`check_limits`)."""
+    for i, c in enumerate(constraints):  # every line within the limits before any encoding
+        check_limits(c, cfg, where(i))
     lengths = [min(len(s), cfg.max_input_tokens + 1) for s in tok.encode_src(texts)]
     positive: Phrases = []
     negative: Phrases = []
@@ -171,7 +212,8 @@ def encode_constraints(
                 raise NmtError(
                     f"{where(i)}: constraints for a blank input, which is not translated"
                 )
-            pos, neg = encode_line(tok, c, int(cfg.max_len_a * n + cfg.max_len_b), where(i))
+            limit = int(cfg.max_len_a * n + cfg.max_len_b)
+            pos, neg = encode_line(tok, c, limit, where(i), cfg)
         positive.append(pos)
         negative.append(neg)
     return positive, negative
@@ -199,7 +241,7 @@ def score_pairs(
 ) -> list[dict]:
     """Forced decoding of each (source, reference): its log-prob (EOS included), the score
     normalised as beam search ranks it (GNMT penalty with decode.alpha), per-token log-probs.
-    A target-mode direction view (`Tokenizer.for_direction`) puts its tag first in each
+    A target-mode direction view (`DirectionView`) puts its tag first in each
     reference, scored and counted in the length: beam search forces it the same way
     (`translate_texts`), so a hypothesis scores here what the search reported for it."""
     src_ids = encode_inputs(tok, srcs, cfg.max_input_tokens, where)

@@ -16,7 +16,7 @@ from conftest import TAGS
 from nmt.api import Translator
 from nmt.cli import main
 from nmt.config import DecodeConfig
-from nmt.data.language_pieces import banned_pieces, count_target_pieces
+from nmt.data.language_pieces import count_target_pieces, masked_pieces
 from nmt.decode import translate_ids
 from nmt.errors import NmtError
 from nmt.inference import load_for_decoding
@@ -42,7 +42,7 @@ def test_no_search_writes_a_banned_token(arch, how):
     plain = {i for hs in translate_ids(model, sources, cfg) for h in hs for i in h.tokens}
     banned = sorted(plain - {EOS})[:4]
     assert banned  # the plain search writes them: the test bites
-    out = translate_ids(model, sources, cfg, banned=ban(*banned))
+    out = translate_ids(model, sources, cfg, masked=ban(*banned))
     assert all(not set(h.tokens) & set(banned) for hs in out for h in hs)
 
 
@@ -56,7 +56,7 @@ def test_a_prefix_and_a_positive_phrase_keep_their_banned_pieces():
         cfg,
         prefixes=[[5], [], []],
         positive_constraints=[[], [[6, 7]], []],
-        banned=ban(5, 6, 7),
+        masked=ban(5, 6, 7),
     )
     assert out[0][0].tokens[0] == 5
     tokens = out[1][0].tokens
@@ -140,8 +140,8 @@ def test_evaluate_writes_a_report_of_its_own_and_names_the_setting(
 def test_a_count_of_zero_bans_nothing_and_tags_are_never_banned(multilingual_runs):
     t = Translator(load_for_decoding(multilingual_runs["target"], overrides={"language_vocab": 5}))
     view = t.tokenizer("c")
-    assert banned_pieces(view, 0) is None
-    mask = banned_pieces(view, 5)
+    assert masked_pieces(view, 0) is None
+    mask = masked_pieces(view, 5)
     assert mask.shape == (view.tgt_vocab_size,)
     assert not mask[[EOS, *view.tags.values()]].any()
     assert mask.any()
@@ -169,4 +169,4 @@ def test_a_negative_count_is_one_line_naming_the_flag(multilingual_runs, capsys)
 def test_a_model_loaded_without_counts_says_how_to_get_them(multilingual_runs):
     t = Translator.load(multilingual_runs["source"])
     with pytest.raises(NmtError, match="no piece counts for target language 'c'"):
-        banned_pieces(t.tokenizer("c"), 1)
+        masked_pieces(t.tokenizer("c"), 1)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt.cli.options import count, decode_args, decode_overrides, ints, metrics, pivot_arg
+from nmt.cli.options import (
+    count,
+    decode_args,
+    decode_overrides,
+    decoding_within_memory,
+    ints,
+    metrics,
+    pivot_arg,
+)
 from nmt.errors import NmtError
 
 
@@ -31,7 +39,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
         metavar="FILE",
         help="lexical constraints, one line per source line (as nmt translate --constraints); "
         "scores.json records how many were met; the default report directory ends in "
-        "_constrained",
+        "_constrained_NAME, NAME the file's name without its extension",
     )
     e.add_argument(
         "--report",
@@ -111,7 +119,6 @@ def _report_args(e: argparse.ArgumentParser) -> None:
 
 def run(a: argparse.Namespace) -> int:
     from nmt.jobs.evaluate import EvalOptions
-    from nmt.jobs.evaluate_directions import evaluate_run
     from nmt.logs import setup_logging
 
     setup_logging()
@@ -142,6 +149,14 @@ def run(a: argparse.Namespace) -> int:
         direction=a.direction,
         pivot=a.pivot,
     )
+    lower = "--batch-tokens, --beam, or the number and length of constraint phrases"
+    return decoding_within_memory(lambda: _evaluate_and_print(a, opts), lower)
+
+
+def _evaluate_and_print(a: argparse.Namespace, opts) -> int:
+    """Evaluate and print the report (or a multilingual model's table of directions)."""
+    from nmt.jobs.evaluate_directions import evaluate_run
+
     done = evaluate_run(a.checkpoint, opts)
     if done.summary is not None:
         print(f"checkpoint: {done.meta['path']} (step {done.meta['step']})")

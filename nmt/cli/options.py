@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import typing
 from typing import Callable
 
@@ -138,3 +139,25 @@ def decode_overrides(a: argparse.Namespace) -> dict:
         "seed",
     )
     return {k: getattr(a, k) for k in keys if getattr(a, k, None) is not None}
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether `err` is the machine running out of memory (host or GPU), not a bug."""
+    if isinstance(err, MemoryError):
+        return True
+    text = str(err)
+    return isinstance(err, RuntimeError) and (
+        "can't allocate memory" in text or "out of memory" in text.lower()
+    )
+
+
+def decoding_within_memory(work: Callable[[], int], lower: str) -> int:
+    """`work()`, or when it runs out of memory one line naming what to lower and exit 1 (the
+    machine's limit, not the user's mistake nor a bug: no traceback)."""
+    try:
+        return work()
+    except (MemoryError, RuntimeError) as err:
+        if not out_of_memory(err):
+            raise
+        print(f"nmt: error: out of memory while decoding; lower {lower}", file=sys.stderr)
+        return 1

@@ -43,7 +43,38 @@ def register(sub: "argparse._SubParsersAction") -> None:
         help="dynamic int8 quantization of the linear layers (CPU only)",
     )
     language_vocab_arg(sv)
+    _limit_args(sv)
     sv.set_defaults(func=run)
+
+
+def _limit_args(sv: argparse.ArgumentParser) -> None:
+    """The limits on a request's lexical constraints (docs/terminology.md#limits)."""
+    g = sv.add_argument_group("limits on constraints (refused with a 422 naming the limit)")
+    g.add_argument(
+        "--max-phrases",
+        type=positive,
+        metavar="N",
+        help="phrases per sentence, included and excluded (default: decode.max_phrases, 16)",
+    )
+    g.add_argument(
+        "--max-phrase-words",
+        type=positive,
+        metavar="N",
+        help="words per phrase (default: decode.max_phrase_words, 8)",
+    )
+    g.add_argument(
+        "--max-phrase-tokens",
+        type=positive,
+        metavar="N",
+        help="target subword tokens per phrase (default: decode.max_phrase_tokens, 24)",
+    )
+    g.add_argument(
+        "--max-request-phrases",
+        type=positive,
+        default=256,
+        metavar="N",
+        help="phrases in all of a request's sentences (default: 256)",
+    )
 
 
 def _batching_args(sv: argparse.ArgumentParser) -> None:
@@ -99,15 +130,17 @@ def run(a: argparse.Namespace) -> int:
     # that the server does not hold.
     sock = bind(a.host, a.port)
     try:
-        vocab = {} if a.language_vocab is None else {"language_vocab": a.language_vocab}
+        keys = ("language_vocab", "max_phrases", "max_phrase_words", "max_phrase_tokens")
+        decode = {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
         translator = Translator.load(
-            a.checkpoint, device=a.device, precision=a.precision, int8=a.int8, decode=vocab
+            a.checkpoint, device=a.device, precision=a.precision, int8=a.int8, decode=decode
         )
         limits = Limits(
             max_batch_tokens=a.max_batch_tokens,
             max_wait_ms=a.max_wait_ms,
             queue=a.queue,
             timeout_s=a.timeout,
+            max_request_phrases=a.max_request_phrases,
         )
         app = create_app(translator, limits)
     except BaseException:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt.cli.options import decode_args, decode_overrides, language_args, positive
+from nmt.cli.options import (
+    decode_args,
+    decode_overrides,
+    decoding_within_memory,
+    language_args,
+    positive,
+)
 from nmt.errors import NmtError
 
 
@@ -68,15 +74,14 @@ def run(a: argparse.Namespace) -> int:
     from nmt.data.corpus import read_lines, split_lines
     from nmt.jobs.translate import check_output, open_session, translate
     from nmt.logs import setup_logging
+    from nmt.text_translation import check_pivot_options
 
     setup_logging()
     if a.alignment and not a.output:
         raise NmtError(
             "--alignment needs -o FILE (alignments go to FILE.align and FILE.align.json)"
         )
-    if a.pivot and (a.alignment or a.constraints):
-        # the last pass reads the pivot text: its attention and length limits are not the input's
-        raise NmtError("--alignment and --constraints cannot be used with --pivot")
+    check_pivot_options(a.pivot, a.alignment, a.constraints, flags=True)  # before loading
     check_output(a.output)  # before the model loads and every line is decoded
     session = open_session(
         a.checkpoint,
@@ -98,16 +103,19 @@ def run(a: argparse.Namespace) -> int:
         _interactive(session)
         return 0
     lines = read_lines(a.input) if a.input else split_lines(sys.stdin.buffer.read(), "stdin")
-    return translate(
-        session,
-        lines,
-        a.input or "stdin",
-        a.output,
-        prefix_path=a.prefix,
-        alignment=a.alignment,
-        verbose=a.verbose,
-        progress=a.input is not None and sys.stderr.isatty(),
-        constraints_path=a.constraints,
+    return decoding_within_memory(
+        lambda: translate(
+            session,
+            lines,
+            a.input or "stdin",
+            a.output,
+            prefix_path=a.prefix,
+            alignment=a.alignment,
+            verbose=a.verbose,
+            progress=a.input is not None and sys.stderr.isatty(),
+            constraints_path=a.constraints,
+        ),
+        "--batch-tokens, --beam, or the number and length of constraint phrases",
     )
 
 

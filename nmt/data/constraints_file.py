@@ -7,7 +7,14 @@ line's translation, or, when it starts with `{`, a JSON object
 encoded with the target subword model as a sentence of its own: that gives its words their
 word-initial pieces (sentencepiece's `▁`), the form a word takes inside a sentence, since
 sentencepiece never joins pieces across whitespace. Every check runs before anything is decoded,
-and each error names where (FILE line N, or the request's field and index).
+and each error names where (FILE line N, or the request's field and index); the limits on how
+many phrases a line holds and how long each is (decode.max_phrases, max_phrase_words,
+max_phrase_tokens) are checked on the text, before any phrase is encoded.
+
+A phrase is met when its text is in the translation's text as whole words (`holds`): not glued
+to a letter or digit on either side, except in scripts written without spaces, where any
+occurrence counts. That is what every report counts (`unmet`, `nmt evaluate`'s "N of M phrases
+met"), and what refuses an excluded phrase inside an included one.
 """
 
 from __future__ import annotations
@@ -18,12 +25,23 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from nmt.config import DecodeConfig
 from nmt.data.corpus import read_lines
-from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, spaced_word_character
 from nmt.errors import NmtError
 
 FORMAT = 'TAB-separated phrases, or a JSON object {"include": [...], "exclude": [...]}'
 KEYS = ("include", "exclude")
+
+
+class LimitExceeded(NmtError):
+    """Constraints over one of the limits that bound the constrained search (`limit`: the
+    setting's name, e.g. decode.max_phrases): one line for the CLI, a 422 naming it for the
+    server."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -116,12 +134,37 @@ def _phrases(value: Any, where: str, kind: str = "") -> tuple[str, ...]:
 # ---------------------------------------------------------------------------- encoding
 
 
+def check_limits(c: LineConstraints, cfg: DecodeConfig, where: str) -> None:
+    """One line's phrases within decode.max_phrases (included and excluded together) and
+    max_phrase_words, checked on the text before anything is encoded: the limits that bound
+    the constrained search's memory and time (docs/terminology.md)."""
+    n = len(c.include) + len(c.exclude)
+    if n > cfg.max_phrases:
+        raise LimitExceeded(
+            f"{where}: {n} phrases, more than the limit of {cfg.max_phrases} per sentence "
+            f"(decode.max_phrases)",
+            "decode.max_phrases",
+        )
+    for p in c.include + c.exclude:
+        words = len(p.split())
+        if words > cfg.max_phrase_words:
+            raise LimitExceeded(
+                f"{where}: phrase {_short(p)!r} has {words} words, more than the limit of "
+                f"{cfg.max_phrase_words} (decode.max_phrase_words)",
+                "decode.max_phrase_words",
+            )
+
+
 def encode_line(
-    tok: Tokenizer, c: LineConstraints, limit: int, where: str
+    tok: Tokenizer, c: LineConstraints, limit: int, where: str, cfg: Optional[DecodeConfig] = None
 ) -> tuple[list[list[int]], list[list[int]]]:
     """One line's phrases as target ids (positive, negative), refused where no search could use
-    them: unknown pieces only, a phrase that must appear but is longer than the line's length
-    limit, or a forbidden phrase inside one that must appear."""
+    them: more phrases or words than `cfg`'s limits (`check_limits`; default DecodeConfig()),
+    a phrase with a character the target vocabulary cannot spell, one longer than
+    decode.max_phrase_tokens, one that must appear but is longer than the line's length limit,
+    or a forbidden phrase inside one that must appear (on text, as it is kept out)."""
+    cfg = cfg or DecodeConfig()
+    check_limits(c, cfg, where)
     out: tuple[list[list[int]], list[list[int]]] = ([], [])
     for kind, phrases, ids in zip(KEYS, (c.include, c.exclude), out):
         # The target model itself, as encode_tgt runs it but for any decoder prefix (a language
@@ -129,11 +172,12 @@ def encode_line(
         texts = [p.lower() for p in phrases] if tok.lowercase else list(phrases)
         for text, p in zip(phrases, tok.tgt.encode(texts) if texts else []):
             p = [i for i in p if i not in (PAD, BOS, EOS)]
-            if not p or all(i == UNK for i in p):
-                what = "unknown pieces only (<unk>)" if p else "no pieces at all"
-                raise NmtError(
-                    f"{where}: phrase {text!r} encodes to {what}; the target vocabulary "
-                    f"cannot spell it"
+            _check_spelled(tok, text, p, where)
+            if len(p) > cfg.max_phrase_tokens:
+                raise LimitExceeded(
+                    f"{where}: phrase {_short(text)!r} is {len(p)} target tokens, more than the "
+                    f"limit of {cfg.max_phrase_tokens} (decode.max_phrase_tokens)",
+                    "decode.max_phrase_tokens",
                 )
             if kind == "include" and len(p) > limit:
                 raise NmtError(
@@ -142,24 +186,91 @@ def encode_line(
                     f"decode.max_len_b)"
                 )
             ids.append(p)
-    for n, text in zip(out[1], c.exclude):
-        for p, inside in zip(out[0], c.include):
-            if any(p[j : j + len(n)] == n for j in range(len(p) - len(n) + 1)):
+    _check_exclusions(tok, out, c, where)
+    return out
+
+
+def _check_spelled(tok: Tokenizer, text: str, ids: list[int], where: str) -> None:
+    """A phrase every character of which the target vocabulary spells: a <unk> piece could
+    never be found in the output's text, nor kept out of it (an excluded phrase of unknown
+    characters only has no text, and would match every word boundary)."""
+    if not ids:
+        raise NmtError(
+            f"{where}: phrase {text!r} encodes to no pieces at all; the target vocabulary "
+            f"cannot spell it"
+        )
+    if UNK in ids:
+        raise NmtError(
+            f"{where}: phrase {_short(text)!r}: the target vocabulary cannot spell "
+            f"{_unknown_part(tok, text)!r} (it encodes to <unk>); leave it out or rephrase"
+        )
+
+
+def _unknown_part(tok: Tokenizer, text: str) -> str:
+    """The first character of `text` that the target model encodes as <unk>; where none does
+    alone (a word vocabulary), the first such word."""
+    for word in (text.lower() if tok.lowercase else text).split():
+        if UNK in tok.tgt.encode(word):
+            chars = [ch for ch in word if ch.strip()]
+            bad = [ch for ch, ids in zip(chars, tok.tgt.encode(chars)) if UNK in ids]
+            return bad[0] if len(bad) < len(chars) and bad else word
+    return text
+
+
+def _check_exclusions(
+    tok: Tokenizer, out: tuple[list[list[int]], list[list[int]]], c: LineConstraints, where: str
+) -> None:
+    """No excluded phrase inside an included one, compared as the search treats them: on the
+    text their pieces spell, as whole words (excluding "shirt" keeps "t-shirt" out too)."""
+    if not (out[0] and out[1]):
+        return
+    included = tok.decode_tgt(out[0])
+    for text, excluded in zip(c.exclude, tok.decode_tgt(out[1])):
+        for inside, included_text in zip(c.include, included):
+            if holds(included_text, excluded):
                 raise NmtError(
                     f"{where}: excluded phrase {text!r} is part of included phrase "
                     f"{inside!r}; the two can never both hold"
                 )
-    return out
+
+
+def _short(text: str, most: int = 40) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+# ---------------------------------------------------------------------------- meeting
+
+
+def holds(text: str, phrase: str) -> bool:
+    """Whether `phrase` occurs in `text` as whole words: not glued to a letter or digit of a
+    spaced script on either side (`spaced_word_character`); in scripts written without spaces
+    any occurrence counts. Case as written; an empty phrase never occurs."""
+    if not phrase:
+        return False
+    for m in re.finditer(re.escape(phrase), text):
+        before = text[m.start() - 1] if m.start() else ""
+        after = text[m.end()] if m.end() < len(text) else ""
+        glued_before = spaced_word_character(before) and spaced_word_character(phrase[0])
+        glued_after = spaced_word_character(after) and spaced_word_character(phrase[-1])
+        if not (glued_before or glued_after):
+            return True
+    return False
+
+
+def missing(text: str, phrases: list[str]) -> int:
+    """How many of `phrases` the translation `text` does not hold (`holds`)."""
+    return sum(not holds(text, p) for p in phrases)
 
 
 # ---------------------------------------------------------------------------- results
 
 
 def missed_message(missed: int, given: int) -> str:
-    """The warning for a translation that misses constraint phrases."""
+    """The warning for a translation whose text misses constraint phrases."""
     return (
-        f"{missed} of {given} constraint phrase(s) missing from the translation: the length "
-        f"limit (decode.max_len_a * source tokens + decode.max_len_b) left no room for them"
+        f"{missed} of {given} constraint phrase(s) missing from the translation's text as "
+        f"whole words: the length limit (decode.max_len_a * source tokens + "
+        f"decode.max_len_b) left no room for them, or a forced prefix glued one to a longer word"
     )
 
 
@@ -179,13 +290,9 @@ def constraints_record(given: list[int], unmet: list[Optional[int]]) -> dict:
 
 
 def appearing(texts: list[str], phrases: list[list[str]]) -> int:
-    """How many of line i's `phrases[i]` appear in texts[i] as whole words (not inside a longer
-    word), case as written: the check, on the text, that no excluded phrase got through."""
-    return sum(
-        re.search(rf"(?<!\w){re.escape(p)}(?!\w)", t) is not None
-        for t, ps in zip(texts, phrases)
-        for p in ps
-    )
+    """How many of line i's `phrases[i]` appear in texts[i] as whole words (`holds`): the
+    check, on the text, that no excluded phrase got through."""
+    return sum(holds(t, p) for t, ps in zip(texts, phrases) for p in ps)
 
 
 def describe_record(r: dict) -> str:

@@ -50,8 +50,8 @@ def _case(text: str, tok: Tokenizer) -> str:
     return text.lower() if tok.lowercase else text
 
 
-def banned_pieces(tok: Tokenizer, min_count: int) -> Optional[torch.Tensor]:
-    """The [V] mask of target ids to ban when `tok` (a multilingual model's view for one
+def masked_pieces(tok: Tokenizer, min_count: int) -> Optional[torch.Tensor]:
+    """The [V] mask of target ids to mask when `tok` (a multilingual model's view for one
     target language, or a one-direction model's tokenizer) writes its language: pieces seen
     fewer than `min_count` times in that language's training text, by `tok.piece_counts`
     (never EOS or another control piece: a target-mode tag is forced, never chosen); None when
@@ -72,6 +72,6 @@ def banned_pieces(tok: Tokenizer, min_count: int) -> Optional[torch.Tensor]:
 @functools.lru_cache(maxsize=4)
 def _control_pieces(sp: spm.SentencePieceProcessor) -> torch.Tensor:
     """[V] bool: the target vocabulary's control pieces (specials and tags), found once per
-    processor: every call of `banned_pieces` (each request of a server) would otherwise ask
+    processor: every call of `masked_pieces` (each request of a server) would otherwise ask
     sentencepiece about every piece again, ~7 ms for 8,000 pieces."""
     return torch.tensor([sp.is_control(i) for i in range(sp.get_piece_size())])

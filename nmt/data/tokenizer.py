@@ -118,8 +118,6 @@ class Tokenizer:
         self.lowercase = lowercase
         self.src = _load_proto(src_proto)
         self.tgt = self.src if tgt_proto is None else _load_proto(tgt_proto)
-        # (target language, tag mode) of a view made by `for_direction`, else None
-        self.direction: Optional[tuple[str, TagMode]] = None
         # Target language -> each target id's count in its training text, where a decoding
         # option needs them (`nmt.data.language_pieces`); views share it.
         self.piece_counts: PieceCounts = {}
@@ -179,17 +177,21 @@ class Tokenizer:
     def tgt_vocab_size(self) -> int:
         return self.tgt.get_piece_size()
 
+    # (target language, tag mode) of a `DirectionView`; None: the model's own tokenizer
+    direction: Optional[tuple[str, TagMode]] = None
+
     def encode_src(self, texts: list[str]) -> list[list[int]]:
-        """Source ids ending in EOS; a `for_direction` view prepends its tag in source mode."""
-        if self.direction is not None:
-            return self.encode_source(texts, *self.direction)
+        """Source ids ending in EOS."""
         return [ids + [EOS] for ids in self.src.encode(_lower(texts, self.lowercase))]
 
     def encode_tgt(self, texts: list[str]) -> list[list[int]]:
-        """Target ids; a `for_direction` view prepends its tag in target mode."""
-        if self.direction is not None:
-            return self.encode_target(texts, *self.direction)
+        """Target ids."""
         return self.tgt.encode(_lower(texts, self.lowercase))
+
+    def forced_prefix(self) -> list[int]:
+        """The target ids decoding forces before the text (a `DirectionView`'s tag in target
+        mode; none here): what the target pieces and alignment rows shown to a user skip."""
+        return []
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
         """Text of target ids; specials and language tags are dropped."""
@@ -245,15 +247,10 @@ class Tokenizer:
         nmt.decode.translate_ids): [tag] in target mode, [] in source mode."""
         return [self.tag_id(tgt_lang)] if tag == "target" else []
 
-    def for_direction(self, tgt_lang: str, tag: TagMode) -> "Tokenizer":
-        """A view of this tokenizer for one direction: its `encode_src` and `encode_tgt` are
-        `encode_source` and `encode_target` for `tgt_lang`, so code written for one direction
-        (nmt.text_translation's translate_texts and score_pairs) runs unchanged. In target mode a
-        caller must still force `target_prefix` (translate_texts does with blank prefixes)."""
+    def for_direction(self, tgt_lang: str, tag: TagMode) -> "DirectionView":
+        """This tokenizer's `DirectionView` for translating into `tgt_lang`."""
         self.tag_id(tgt_lang)
-        view = copy.copy(self)  # shares the processors and the tag table
-        view.direction = (tgt_lang, tag)
-        return view
+        return DirectionView(self, tgt_lang, tag)
 
     @cached_property
     def tgt_piece_texts(self) -> list[str]:
@@ -285,18 +282,47 @@ class Tokenizer:
         return [self.tgt.id_to_piece(i) if i != EOS else "</s>" for i in ids]
 
 
+class DirectionView(Tokenizer):
+    """A multilingual tokenizer for one direction: its `encode_src` and `encode_tgt` are
+    `encode_source` and `encode_target` for `tgt_lang` (the tag where `tag` puts it), so code
+    written for one direction (nmt.text_translation's translate_texts and score_pairs) runs
+    unchanged. In target mode a caller must still force `forced_prefix` (translate_texts does
+    with blank prefixes)."""
+
+    def __init__(self, base: Tokenizer, tgt_lang: str, tag: TagMode) -> None:
+        self.__dict__.update(copy.copy(base.__dict__))  # shares processors, tags, counts
+        self.direction = (tgt_lang, tag)
+
+    def encode_src(self, texts: list[str]) -> list[list[int]]:
+        """Source ids ending in EOS, the tag first in source mode."""
+        return self.encode_source(texts, *self.direction)
+
+    def encode_tgt(self, texts: list[str]) -> list[list[int]]:
+        """Target ids, the tag first in target mode."""
+        return self.encode_target(texts, *self.direction)
+
+    def forced_prefix(self) -> list[int]:
+        """[tag] in target mode, [] in source mode."""
+        return self.target_prefix(*self.direction)
+
+
 # Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer; CJK is told by
 # width): there a piece after a phrase is a new word whatever it starts with.
 UNSPACED = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF))
 
 
-def _continues_word(piece: str) -> bool:
-    c = piece[:1]
+def spaced_word_character(c: str) -> bool:
+    """A letter or digit of a script written with spaces between words: text glued to it on
+    either side is part of its word (in CJK, Thai and the like, any character may end a word)."""
     return (
         c.isalnum()
         and unicodedata.east_asian_width(c) not in ("W", "F")
         and not any(lo <= ord(c) <= hi for lo, hi in UNSPACED)
     )
+
+
+def _continues_word(piece: str) -> bool:
+    return spaced_word_character(piece[:1]) if piece else False
 
 
 def _lower(texts: list[str], lowercase: bool) -> list[str]:

@@ -4,6 +4,8 @@ intervals, BLEU by length and attention plots go into a report directory."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +42,12 @@ from nmt.scoring.metrics import (
     score_report,
 )
 from nmt.search.constraints import Phrases
-from nmt.text_translation import Translation, constraints_from_file, translate_through
+from nmt.text_translation import (
+    Translation,
+    check_pivot_options,
+    constraints_from_file,
+    translate_through,
+)
 from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")
@@ -117,8 +124,7 @@ def _way(run: DataConfig, tok: Tokenizer, o: EvalOptions) -> Optional[Way]:
         )
     src, tgt = check_direction(run, o.direction)
     passes = route(run, tok, tgt, src, o.pivot)
-    if o.pivot and o.constraints_file:
-        raise NmtError("--constraints cannot be used with --pivot (the last pass reads the pivot)")
+    check_pivot_options(o.pivot, constraints=o.constraints_file, flags=True)
     return Way(src, tgt, o.pivot, o.direction in run.directions, passes)
 
 
@@ -210,9 +216,9 @@ def _constraints_record(
     """scores.json's `constraints`: the file, how many phrases were given and met, the share of
     the constrained lines whose translation has all of its phrases, and how many excluded
     phrases the output's text holds as words (`tok` spells them); one warning per line that
-    misses some."""
+    misses some. A phrase is met where the text holds it as whole words (`Translation.unmet`)."""
     warn_missed(out, pos, path)
-    unmet = [None if t.hyp is None else t.hyp.unmet for t in out]
+    unmet = [t.unmet for t in out]
     kept_out = [tok.decode_tgt(ps) if ps else [] for ps in neg or []]
     return {
         "file": str(Path(path).resolve()),
@@ -280,13 +286,15 @@ def report_place(
     constrained: bool,
     way: Optional[Way] = None,
 ) -> tuple[Path, str]:
-    """The report directory (given, or RUN/eval_NAME_beamK..., with `_constrained` beside the
-    unconstrained report of the same set and beam, `_vocabN` for decode.language_vocab N, and
-    a multilingual model's direction last: `_de-fr`, `_de-fr_via_en`) and the model's name."""
+    """The report directory (given, or RUN/eval_NAME_beamK..., with `_constrained_FILE` beside
+    the unconstrained report of the same set and beam, FILE the constraints file's name
+    (`constrained_name`), `_vocabN` for decode.language_vocab N, and a multilingual model's
+    direction last: `_de-fr`, `_de-fr_via_en`) and the model's name."""
     run = RunDir.of_checkpoint(meta["path"])
     members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
-    suffix = f"{members}{'_int8' if o.int8 else ''}{'_constrained' if constrained else ''}"
-    vocab = cfg.decode.language_vocab  # a banned vocabulary changes the output: its own report
+    held = constrained_name(run, o.constraints_file) if constrained else ""
+    suffix = f"{members}{'_int8' if o.int8 else ''}{held}"
+    vocab = cfg.decode.language_vocab  # a masked vocabulary changes the output: its own report
     suffix += f"_vocab{vocab}" if vocab else ""
     if way is not None:
         suffix += f"_{way.name}" + (f"_via_{way.pivot}" if way.pivot else "")
@@ -298,6 +306,24 @@ def report_place(
     return report, (
         f"{run.path.name} ({cfg.model.arch}{ensemble}, step {meta['step']}, beam {k}{extra})"
     )
+
+
+def constrained_name(run: RunDir, path: Optional[str]) -> str:
+    """`_constrained_STEM` for the constraints file STEM.tsv, so that two files' reports never
+    share a directory; where another file of that stem already has a report in the run,
+    `_constrained_STEM_HASH` (a hash of this file's full path)."""
+    if path is None:
+        return "_constrained"
+    full = str(Path(path).resolve())
+    stem = "".join(c if c.isalnum() or c in "-." else "_" for c in Path(path).stem)
+    for scores in run.path.glob(f"eval_*_constrained_{stem}*/scores.json"):
+        try:
+            other = json.loads(scores.read_text("utf-8")).get("constraints", {}).get("file")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if other and other != full:
+            return f"_constrained_{stem}_{hashlib.sha1(full.encode()).hexdigest()[:8]}"
+    return f"_constrained_{stem}"
 
 
 def _eval_set(

@@ -19,7 +19,13 @@ from nmt.errors import NmtError
 from nmt.files import atomic_write
 from nmt.inference import Loaded, decode_settings, load_for_decoding
 from nmt.search.constraints import Phrases
-from nmt.text_translation import Translation, constraints_from_file, score_pairs, translate_through
+from nmt.text_translation import (
+    Translation,
+    check_pivot_options,
+    constraints_from_file,
+    score_pairs,
+    translate_through,
+)
 from nmt.unknown_words import warn_unknown
 
 log = logging.getLogger("nmt")
@@ -111,8 +117,8 @@ def translate(
 ) -> int:
     """`nmt translate` of given lines (read by the CLI from `where`): one output line per input
     line, to `output_path` or stdout. Every input file is checked before anything is decoded."""
-    if session.pivot and (alignment or constraints_path):  # the last pass reads the pivot text
-        raise NmtError("--alignment and --constraints cannot be used with --pivot")
+    pivot = session.passes[0].direction[0] if session.pivot else None  # the first pass's target
+    check_pivot_options(pivot, alignment, constraints_path, flags=True)
     warn_unknown(session.tok, lines, where, verbose)
     prefixes = read_lines(prefix_path) if prefix_path else None
     if prefixes is not None and len(prefixes) != len(lines):
@@ -134,12 +140,12 @@ def translate(
 
 
 def warn_missed(out: list[Translation], positive: Phrases, where: str) -> int:
-    """One warning per line whose best translation misses constraint phrases (only the length
-    limit makes the search give up on one); the number of such lines."""
+    """One warning per line whose best translation's text misses constraint phrases as whole
+    words (`Translation.unmet`); the number of such lines."""
     missed = 0
     for i, (t, phrases) in enumerate(zip(out, positive)):
-        if t.hyp is not None and t.hyp.unmet:
-            log.warning(f"{where} line {i + 1}: {missed_message(t.hyp.unmet, len(phrases))}")
+        if t.unmet:
+            log.warning(f"{where} line {i + 1}: {missed_message(t.unmet, len(phrases))}")
             missed += 1
     return missed
 
@@ -180,7 +186,7 @@ def _write_alignments(out: list[Translation], lines: list[str], tok, output_path
 
     # a multilingual model's language tag (first source token, or first target token in target
     # mode) is no word of either sentence: its row or column is left out
-    skip, lead = len(tok.encode_src([""])[0]) - 1, len(tok.encode_tgt([""])[0])
+    skip = len(tok.encode_src([""])[0]) - 1
     hard, soft = [], []
     for t, text in zip(out, lines):
         if t.hyp is None:
@@ -197,9 +203,9 @@ def _write_alignments(out: list[Translation], lines: list[str], tok, output_path
             src_index = word_index_by_decoding(src, tok.src.decode)
             src_words = tok.src.decode(src).split()
         a = word_attention(
-            t.hyp.attn.float().numpy()[lead:, skip:],
+            t.hyp.attn.float().numpy()[t.lead :, skip:],
             src_index,
-            word_index_by_decoding(t.hyp.tokens[lead:], lambda ids: tok.decode_tgt([ids])[0]),
+            word_index_by_decoding(t.tokens, lambda ids: tok.decode_tgt([ids])[0]),
         )
         if not t.text.split():  # nothing but unknown pieces came out
             a = a[:0]

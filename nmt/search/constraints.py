@@ -15,9 +15,16 @@ with, recomputed from its last tokens each step: an interrupted phrase falls bac
 to the part it starts again), and a phrase is met exactly when it occurs in the output. Given the
 target pieces that continue a word (`joiners`), a phrase is met only as whole words: the token
 after the step that first completes it may not be one of them, so "construction" is never met
-by "constructions". Negative phrases are banned as pieces, even inside a longer word, and, given
-the vocabulary's pieces as text, also as the text of whole words however the model spells them
-(`nmt.search.banned_text`).
+by "constructions" (inside a forced prefix, which may continue the word, the phrase is unmet
+again instead). Negative (excluded) phrases are kept out as pieces, even inside a longer word,
+and, given the vocabulary's pieces as text, also as the text of whole words however the model
+spells them (`nmt.search.excluded_text`).
+
+Memory: with K beams, C positive phrases of at most L tokens and N excluded phrases per
+sentence, a step holds [b, M, C, L] booleans and [b, M, C] integers with M = 3K + 2KC candidates
+per sentence, and the text check walks K x N phrases per sentence; `nmt.decode` keeps b x M x C x
+L under a fixed budget, and decode.max_phrases / max_phrase_tokens bound C, N and L
+(docs/terminology.md).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.errors import NmtError
-from nmt.search.banned_text import PieceText, banned_tokens, pattern
+from nmt.search.excluded_text import PieceText, completing_tokens, pattern
 from nmt.search.hypotheses import NEG_INF
 from nmt.search.rows import take
 from nmt.search.top_k import row_max, row_topk
@@ -48,12 +55,11 @@ class Constraints:
 
     phrases: Tensor  # [B, C, L] positive phrases, GAP after each phrase's end and for no phrase
     lengths: Tensor  # [B, C] their lengths, 0 for no phrase
-    banned: (
-        Tensor  # [B, N, M] negative phrases right-aligned, ANY before their start and for no phrase
-    )
+    # [B, N, M] negative (excluded) phrases right-aligned, ANY before their start and for none
+    excluded: Tensor
     joiners: Optional[Tensor] = None  # [J] target ids that continue a word (None: piece level)
     pieces: Optional[PieceText] = None  # the target pieces as text (None: negatives as pieces)
-    banned_text: Optional[list[list[str]]] = None  # [B] negative phrases as text (`pattern`)
+    excluded_text: Optional[list[list[str]]] = None  # [B] negative phrases as text (`pattern`)
 
     @classmethod
     def build(
@@ -68,7 +74,8 @@ class Constraints:
         """From per-sentence phrase lists (None: no phrases of that kind); `reserved` are ids no
         phrase may hold (PAD, BOS, EOS); `joiners`, the target ids that continue a word
         (`Tokenizer.word_joiners`), make positive phrases whole words; `pieces`, the target
-        vocabulary as text, keeps negative phrases out as text too."""
+        vocabulary as text, keeps negative phrases out as text too (a phrase that spells no
+        text is kept out as pieces only)."""
         check_constraints(positive, negative, reserved)
         B = len(positive if positive is not None else negative or [])
         positive = positive if positive is not None else [[] for _ in range(B)]
@@ -81,7 +88,7 @@ class Constraints:
         join = None if joiners is None else torch.tensor(list(joiners), dtype=torch.long)
         texts = None
         if pieces is not None and any(negative):
-            texts = [[pattern(pieces, p) for p in ps] for ps in negative]
+            texts = [[t for t in (pattern(pieces, p) for p in ps) if t] for ps in negative]
         return cls(
             phrases.to(device),
             lengths.to(device),
@@ -93,11 +100,11 @@ class Constraints:
 
     def take(self, index: Tensor) -> "Constraints":
         """The constraints of sentences `index`."""
-        texts = self.banned_text
+        texts = self.excluded_text
         return Constraints(
             self.phrases[index],
             self.lengths[index],
-            self.banned[index],
+            self.excluded[index],
             self.joiners,
             self.pieces,
             None if texts is None else [texts[i] for i in index.tolist()],
@@ -121,8 +128,9 @@ def _pad(phrases: Phrases, fill: int, right: bool) -> Tensor:
 def check_constraints(
     positive: Optional[Phrases], negative: Optional[Phrases], reserved: Sequence[int] = ()
 ) -> None:
-    """Raise NmtError, naming the sentence (counted from 0), for an empty phrase, an id that is
-    not an ordinary target id, or a negative phrase inside a positive one (never satisfiable)."""
+    """Raise NmtError, naming the sentence (counted from 0), for an empty phrase or an id that
+    is not an ordinary target id. (A negative phrase inside a positive one is refused on text,
+    where users write them: `nmt.data.constraints_file.encode_line`.)"""
     if positive is not None and negative is not None and len(positive) != len(negative):
         raise NmtError(
             f"{len(positive)} positive and {len(negative)} negative constraint lists; expected "
@@ -137,14 +145,6 @@ def check_constraints(
                     raise NmtError(
                         f"sentence {i}: {kind} constraint {p} {what}; expected ordinary "
                         f"target ids (not PAD, BOS or EOS)"
-                    )
-    for i, (pos, neg) in enumerate(zip(positive or [], negative or [])):
-        for n in neg:
-            for p in pos:
-                if any(p[j : j + len(n)] == n for j in range(len(p) - len(n) + 1)):
-                    raise NmtError(
-                        f"sentence {i}: negative constraint {n} occurs in positive constraint "
-                        f"{p}; the two can never both hold"
                     )
 
 
@@ -199,59 +199,70 @@ class Tracker:
         self.top = int(cons.lengths.sum(1).max()) if self.positive else 0  # the highest bank
         self.met = (cons.lengths == 0).unsqueeze(1).expand(B, K, C).clone()  # [b, K, C]
         self.prog = torch.zeros(B, K, C, dtype=torch.long, device=cons.phrases.device)
-        # [b, K]: the beam's last token first completed one of its phrases, so the next token
-        # must not continue that word (with cons.joiners)
-        self.fresh = torch.zeros(B, K, dtype=torch.bool, device=cons.phrases.device)
+        # [b, K, C]: the phrases the beam's last token first completed, so the next token must
+        # not continue that word (with cons.joiners): excluded, or inside a forced prefix,
+        # which may continue it, the phrase is unmet again
+        self.fresh = torch.zeros(B, K, C, dtype=torch.bool, device=cons.phrases.device)
         self.picked = (self.met, self.prog, self.fresh)  # of the step's 2K candidates
+        self._joins: Optional[Tensor] = None  # [V] bool: cons.joiners as a mask
+
+    def _forced(self, t: int) -> Optional[Tensor]:
+        """[b] whether step t is inside each sentence's forced prefix; None without prefixes."""
+        return None if self.prefix_len is None else t < self.prefix_len
 
     def mask(self, log_probs: Tensor, hist: Tensor, t: int, at_limit: Tensor) -> Tensor:
         """log_probs [b*K, V] of the live beams (histories hist [b, K, t]), in place: EOS at -inf
-        for a beam with an unmet phrase unless at its limit (where it ends marked unmet), and
-        every token that would complete a negative phrase, except inside a forced prefix."""
+        for a beam with an unmet phrase unless at its limit (where it ends marked unmet), a
+        token that continues the word of a phrase just met, and every token that would
+        complete a negative phrase, except inside a forced prefix."""
+        forced = self._forced(t)
         if self.positive:
             unmet = (~self.met).any(2).flatten() & ~at_limit
             log_probs[:, self.eos].masked_fill_(unmet, NEG_INF)
-            if self.cons.joiners is not None and bool(self.fresh.any()):
-                rows = self.fresh.flatten().nonzero()  # [r, 1]
+            fresh = self.fresh.any(2)
+            if forced is not None:
+                fresh &= ~forced.unsqueeze(1)
+            if self.cons.joiners is not None and bool(fresh.any()):
+                rows = fresh.flatten().nonzero()  # [r, 1]
                 log_probs[rows, self.cons.joiners.unsqueeze(0)] = NEG_INF
-        if self.cons.banned_text is not None:
-            self._ban_text(log_probs, hist, t)
-        banned = self.cons.banned  # [b, N, M]
-        if banned.size(1) == 0:
+        if self.cons.excluded_text is not None:
+            self._exclude_text(log_probs, hist, forced)
+        excluded = self.cons.excluded  # [b, N, M]
+        if excluded.size(1) == 0:
             return log_probs
         b, K, V = hist.size(0), hist.size(1), log_probs.size(1)
-        before = banned[:, None, :, :-1]
-        tails = _tail(hist, banned.size(2) - 1).unsqueeze(2)  # [b, K, 1, M - 1]
+        before = excluded[:, None, :, :-1]
+        tails = _tail(hist, excluded.size(2) - 1).unsqueeze(2)  # [b, K, 1, M - 1]
         match = ((tails == before) | (before == ANY)).all(-1)  # [b, K, N]
-        if self.prefix_len is not None:  # a forced prefix wins, as over repeated n-grams
-            match &= (t >= self.prefix_len).view(b, 1, 1)
-        last = banned[:, None, :, -1].expand(b, K, -1)
-        ban = last.masked_fill(~match | (last < 0), V).reshape(b * K, -1)
+        if forced is not None:  # a forced prefix wins, as over repeated n-grams
+            match &= ~forced.view(b, 1, 1)
+        last = excluded[:, None, :, -1].expand(b, K, -1)
+        out = last.masked_fill(~match | (last < 0), V).reshape(b * K, -1)
         hit = torch.zeros(b * K, V + 1, dtype=torch.bool, device=log_probs.device)
-        return log_probs.masked_fill_(hit.scatter_(1, ban, True)[:, :V], NEG_INF)
+        return log_probs.masked_fill_(hit.scatter_(1, out, True)[:, :V], NEG_INF)
 
-    def _ban_text(self, log_probs: Tensor, hist: Tensor, t: int) -> None:
-        """Every token that would end a negative phrase's text as whole words at -inf, in
-        place (`nmt.search.banned_text`), except inside a forced prefix."""
-        texts, pieces = self.cons.banned_text, self.cons.pieces
+    def _exclude_text(self, log_probs: Tensor, hist: Tensor, forced: Optional[Tensor]) -> None:
+        """Every token that would complete a negative phrase's text as whole words at -inf, in
+        place (`nmt.search.excluded_text`), except inside a forced prefix."""
+        texts, pieces = self.cons.excluded_text, self.cons.pieces
         # pieces spell a character or more (specials none: one more to spare for a tag)
         longest = max((len(p) for ps in texts for p in ps), default=0)
         if not longest:  # the sentences left hold none
             return
         m = longest + 2
         last, whole, K = hist[:, :, -m:].tolist(), hist.size(2) <= m, hist.size(1)
-        forced = [] if self.prefix_len is None else self.prefix_len.tolist()
+        inside = [] if forced is None else forced.tolist()
         rows: list[int] = []
         toks: list[int] = []
         for i, phrases in enumerate(texts):
-            if not phrases or (forced and t < forced[i]):
+            if not phrases or (inside and inside[i]):
                 continue
             for k in range(K):
                 tail = pieces.text(last[i][k])
                 for phrase in phrases:
-                    ban = banned_tokens(pieces, tail, whole, phrase)
-                    rows += [i * K + k] * len(ban)
-                    toks += ban
+                    out = completing_tokens(pieces, tail, whole, phrase)
+                    rows += [i * K + k] * len(out)
+                    toks += out
         if rows:
             dev = log_probs.device
             log_probs[torch.tensor(rows, device=dev), torch.tensor(toks, device=dev)] = NEG_INF
@@ -268,8 +279,10 @@ class Tracker:
         tails = torch.cat([take(_tail(hist, L - 1), origin), tok.unsqueeze(2)], 2)
         prog = _progress(tails, self.cons.phrases)
         before = take(self.met, origin)
+        if self.cons.joiners is not None:  # a forced token went on with a phrase's word
+            before &= ~(take(self.fresh, origin) & self._joiner(tok, total.size(2)).unsqueeze(2))
         met = before | (prog == lengths.unsqueeze(1))
-        fresh = (met & ~before).any(2)
+        fresh = met & ~before
         # Post & Vilar's bank: constraint tokens met, counting the phrase in progress.
         bank = (lengths.unsqueeze(1) * met).sum(2) + (prog * ~met).amax(2)
         # A candidate with more constraint tokens to go than tokens left before its limit can
@@ -280,6 +293,13 @@ class Tracker:
         pick = _allocate(score, bank, late, self.top, 2 * total.size(1))
         self.picked = (take(met, pick), take(prog, pick), take(fresh, pick))
         return score.gather(1, pick), tok.gather(1, pick), origin.gather(1, pick)
+
+    def _joiner(self, tok: Tensor, V: int) -> Tensor:
+        """Whether each token of `tok` continues the word before it (cons.joiners)."""
+        if self._joins is None:
+            joins = torch.zeros(V, dtype=torch.bool, device=tok.device)
+            self._joins = joins.index_fill_(0, self.cons.joiners, True)
+        return self._joins[tok]
 
     def _offers(self, total: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Every candidate worth a place, [b, 2K + K + 2KC] scores (repeats at -inf), tokens and

@@ -4,15 +4,16 @@
                           "attention_head", "sample", "temperature", "top_k", "top_p", "seed",
                           "constraints", "tgt_lang", "pivot"} -> {"translations": [...],
                           "model": {...}, "time_ms"}
-    GET  /v1/health      liveness, queue length, counters, the model's languages
+    GET  /v1/health      liveness, the worker's state (idle, busy, overdue), queue length,
+                         counters
     GET  /v1/model       architecture, parameters, vocabularies, step, validation BLEU, limits,
                          languages, an example sentence from the run's own data
     GET  /               the page (static/index.html, app.js, style.css)
 
 Every error is a JSON body {"error": "..."} naming the field and what was expected: 400 for
 bodies that are not UTF-8 JSON, 413 for too many sentences or bytes, 422 for wrong types, unknown
-fields and values out of range, 503 (with Retry-After) when the queue is full, 504 past the
-timeout. The body is parsed by `nmt.serve.request` rather than by FastAPI so each of those
+fields, values out of range and constraints over a limit (then also {"limit": NAME}), 503 (with
+Retry-After) when the queue is full, 504 past the timeout (the request's decoding stops there). The body is parsed by `nmt.serve.request` rather than by FastAPI so each of those
 messages is ours; the OpenAPI schema still documents it (openapi_extra).
 """
 
@@ -33,7 +34,9 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nmt.api import Translator
+from nmt.config import DecodeConfig
 from nmt.errors import NmtError
+from nmt.search.deadline import DeadlinePassed
 from nmt.serve.batcher import Batcher, QueueFull
 from nmt.serve.example import example_sentence
 from nmt.serve.request import ApiError, Limits, TranslateRequest, parse_request, request_error
@@ -123,14 +126,17 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def _error(status: int, message: str, headers: Optional[dict] = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+def _error(
+    status: int, message: str, headers: Optional[dict] = None, limit: Optional[str] = None
+) -> JSONResponse:
+    body = {"error": message} if limit is None else {"error": message, "limit": limit}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, e: ApiError) -> JSONResponse:
-        return _error(e.status, e.message, e.headers)
+        return _error(e.status, e.message, e.headers, e.limit)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
@@ -160,10 +166,14 @@ async def _wait(request: Request, future, timeout: float):
         gone.cancel()
     if answer in done:
         return answer.result()
-    answer.cancel()  # queued: skipped by the worker; running: discarded
+    answer.cancel()  # queued: skipped by the worker; running: stopped at its deadline
     if gone in done:
         return None
-    raise ApiError(
+    raise _timeout(timeout)
+
+
+def _timeout(timeout: float) -> ApiError:
+    return ApiError(
         504,
         f"timeout: no answer within {timeout:g} s (the server is busy; retry, "
         f"send fewer sentences, or start it with a larger --timeout)",
@@ -175,8 +185,16 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
+def phrase_limits(decode: DecodeConfig) -> dict:
+    """The decode.* limits on a request's constraints, as GET /v1/model lists them."""
+    keys = ("max_phrases", "max_phrase_words", "max_phrase_tokens")
+    return {k: getattr(decode, k) for k in keys}
+
+
 def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
-    batcher = Batcher(translator, limits.max_batch_tokens, limits.max_wait_ms, limits.queue)
+    batcher = Batcher(
+        translator, limits.max_batch_tokens, limits.max_wait_ms, limits.queue, limits.timeout_s
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -197,7 +215,7 @@ def create_app(translator: Translator, limits: Limits = Limits()) -> FastAPI:
         **asdict(translator.info),
         device=str(translator.device),
         precision=translator.precision,
-        limits={k: v for k, v in asdict(limits).items()},
+        limits={**asdict(limits), **phrase_limits(translator.cfg.decode)},
         example=example_sentence(translator.cfg.data),
     )
     _add_translate_route(app, batcher, translator, limits, model)
@@ -233,6 +251,8 @@ def _add_translate_route(
             raise ApiError(503, str(e), {"Retry-After": str(e.retry_after)}) from None
         try:
             results = await _wait(request, future, limits.timeout_s)
+        except DeadlinePassed:
+            raise _timeout(limits.timeout_s) from None
         except NmtError as e:
             raise ApiError(422, str(e)) from None
         if results is None:
@@ -251,6 +271,7 @@ def _add_info_routes(app: FastAPI, batcher: Batcher, model: ModelOut) -> None:
     async def health():
         body = {
             "status": "ok" if batcher.alive else "down",
+            **batcher.state(),
             "queued": batcher.queued(),
             **asdict(batcher.stats),
         }

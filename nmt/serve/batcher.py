@@ -17,6 +17,12 @@ attention view a request asks for (which mutates the model) is set and restored 
 A full queue raises `QueueFull` (the server answers 503 with Retry-After). A caller that gives up
 (timeout, disconnect) cancels its future, and a cancelled request is skipped before decoding.
 A batch that fails is retried request by request, so one bad request fails alone.
+
+Each request has a deadline, `timeout_s` after it arrived. The worker decodes a batch within the
+earliest deadline of its requests (`nmt.search.deadline`: checked before every decoding step),
+so a request past its time stops where it runs, within a step, and the worker goes on to the
+next; the other requests of its batch are then decoded alone, each within its own deadline.
+`state` says whether the worker is idle, busy, or busy past its batch's deadline (`/v1/health`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Optional
 
 from nmt.api import Sampling
 from nmt.errors import NmtError
+from nmt.search.deadline import DeadlinePassed, within
 
 log = logging.getLogger("nmt")
 
@@ -58,6 +65,7 @@ class Job:
     constraints: Optional[list] = None  # per text, as `Translator.translate` takes them
     future: Future = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
+    deadline: float = math.inf  # time.monotonic() past which its decoding stops
 
 
 class QueueFull(Exception):
@@ -73,6 +81,7 @@ class Stats:
     batches: int = 0
     cancelled: int = 0
     failed: int = 0
+    timed_out: int = 0  # stopped at their deadline
     # why the free worker stopped gathering a batch, and how long it waited in all
     closed_full: int = 0  # the token budget was reached
     closed_returned: int = 0  # the clients answered last had come back
@@ -82,7 +91,12 @@ class Stats:
 
 class Batcher:
     def __init__(
-        self, translator, max_batch_tokens: int, max_wait_ms: float, queue_size: int
+        self,
+        translator,
+        max_batch_tokens: int,
+        max_wait_ms: float,
+        queue_size: int,
+        timeout_s: float = math.inf,
     ) -> None:
         if max_batch_tokens < 0 or max_wait_ms < 0 or queue_size < 1:
             raise NmtError(
@@ -91,8 +105,9 @@ class Batcher:
             )
         self.translator = translator
         self.max_batch_tokens, self.max_wait = max_batch_tokens, max_wait_ms / 1000
-        self.queue_size = queue_size
+        self.queue_size, self.timeout_s = queue_size, timeout_s
         self.stats = Stats()
+        self._busy: Optional[tuple[float, float]] = None  # (since, deadline) of the batch
         self._queue: deque[Job] = deque()
         self._cv = threading.Condition()
         self._stopping = False
@@ -117,6 +132,15 @@ class Batcher:
     def alive(self) -> bool:
         return self._thread.is_alive() and not self._stopping
 
+    def state(self) -> dict:
+        """The worker as /v1/health shows it: idle, busy, or overdue (busy past its batch's
+        deadline: stopping at its next decoding step), and for how long it has been busy."""
+        busy = self._busy  # one read: the worker may change it meanwhile
+        if busy is None:
+            return {"worker": "idle", "busy_s": 0.0}
+        now = time.monotonic()
+        return {"worker": "overdue" if now > busy[1] else "busy", "busy_s": round(now - busy[0], 3)}
+
     def queued(self) -> int:
         """Requests waiting for the worker (those whose callers gave up not counted)."""
         with self._cv:
@@ -130,6 +154,7 @@ class Batcher:
         from sharing a batch); its future resolves to one TranslationResult per text."""
         lengths = self.translator.source_lengths(texts, options.tgt_lang)
         job = Job(texts, lengths, options, constraints)
+        job.deadline = job.enqueued + self.timeout_s
         with self._cv:
             self._drop_cancelled()  # given up by their callers: no room taken
             if len(self._queue) >= self.queue_size:
@@ -216,7 +241,10 @@ class Batcher:
         live = [j for j in batch if j.future.set_running_or_notify_cancel()]
         self.stats.cancelled += len(batch) - len(live)
         start = time.monotonic()
-        outcomes = self._translate(live) if live else []
+        try:
+            outcomes = self._translate(live) if live else []
+        finally:
+            self._busy = None
         with self._cv:  # marked before the answers go out: no comeback predates it
             self._last_done, self._answered = time.monotonic(), len(live)
             self._last_decode_s = self._last_done - start
@@ -234,26 +262,22 @@ class Batcher:
         if any(j.constraints is not None for j in jobs):
             constraints = [c for j in jobs for c in (j.constraints or [None] * len(j.texts))]
         start = time.monotonic()
+        deadline = min(j.deadline for j in jobs)
+        self._busy = (start, deadline)
         try:
-            results = self.translator.translate(
-                texts,
-                beam=o.beam,
-                nbest=o.nbest,
-                alignment=o.alignment,
-                attention_layer=o.attention_layer,
-                attention_head=o.attention_head,
-                batch_tokens=self.max_batch_tokens or None,
-                sampling=o.sampling,
-                constraints=constraints,
-                tgt_lang=o.tgt_lang,
-                pivot=o.pivot,
-            )
+            if start > deadline:
+                raise DeadlinePassed("the request's time limit passed before its turn came")
+            with within(deadline - start):
+                results = self._call(texts, o, constraints)
         except Exception as e:  # noqa: BLE001 -- the worker must outlive any one request
             if len(jobs) > 1:  # find the culprit; the others still succeed
                 return [out for j in jobs for out in self._translate([j])]
             if not isinstance(e, NmtError):
                 log.exception("decoding a request failed")
-            self.stats.failed += 1
+            if isinstance(e, DeadlinePassed):
+                self.stats.timed_out += 1
+            else:
+                self.stats.failed += 1
             return [(jobs[0], False, e)]
         per = (time.monotonic() - start) / max(1, len(texts))
         self._seconds_per_sentence = 0.8 * self._seconds_per_sentence + 0.2 * per
@@ -265,3 +289,19 @@ class Batcher:
             outcomes.append((j, True, results[at : at + len(j.texts)]))
             at += len(j.texts)
         return outcomes
+
+    def _call(self, texts: list[str], o: Options, constraints: Optional[list]) -> list:
+        """`Translator.translate` of one batch with its options."""
+        return self.translator.translate(
+            texts,
+            beam=o.beam,
+            nbest=o.nbest,
+            alignment=o.alignment,
+            attention_layer=o.attention_layer,
+            attention_head=o.attention_head,
+            batch_tokens=self.max_batch_tokens or None,
+            sampling=o.sampling,
+            constraints=constraints,
+            tgt_lang=o.tgt_lang,
+            pivot=o.pivot,
+        )

@@ -2,7 +2,9 @@
 into an `ApiError` naming the field (400 not UTF-8 JSON, 413 too many sentences, 422 wrong
 types, unknown fields, values out of range, a target or pivot language the model lacks). The
 body is parsed here rather than by FastAPI so each of those messages is ours. Its decode
-settings are made and checked once here, as `Translator.translate` makes them."""
+settings are made and checked once here, as `Translator.translate` makes them, and its
+constraints against every limit (per request here, per sentence and phrase by the model's
+decode.max_phrases, max_phrase_words, max_phrase_tokens) before any of them is encoded."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nmt.api import Sampling, Translator, check_pivot_options
+from nmt.api import Sampling, Translator
 from nmt.config import DecodeConfig
+from nmt.data.constraints_file import LimitExceeded
 from nmt.errors import NmtError
 from nmt.serve.batcher import Options
+from nmt.text_translation import check_pivot_options
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class Limits:
     max_sentences: int = 64  # per request (413 beyond)
     max_bytes: int = 256 * 1024  # request body (413 beyond)
     max_beam: int = 16
+    max_request_phrases: int = 256  # constraint phrases in all of a request's texts (422 beyond)
 
 
 # ---------------------------------------------------------------------------------- schemas
@@ -93,9 +98,18 @@ class TranslateRequest(BaseModel):
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, headers: Optional[dict] = None) -> None:
+    """An answer other than 200: its status, message and headers, and the name of the limit it
+    is over, if any (the JSON's `limit`)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: Optional[dict] = None,
+        limit: Optional[str] = None,
+    ) -> None:
         super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers
+        self.status, self.message, self.headers, self.limit = status, message, headers, limit
 
 
 def _field_error(err: dict) -> str:
@@ -179,7 +193,7 @@ def parse_request(
         req.tgt_lang,
         req.pivot,
     )
-    return req.text, options, _constraints(req, translator)
+    return req.text, options, _constraints(req, translator, limits)
 
 
 def _check_languages(req: TranslateRequest, translator: Translator) -> None:
@@ -209,18 +223,39 @@ def _check_view(req: TranslateRequest, translator: Translator) -> None:
         )
 
 
-def _constraints(req: TranslateRequest, translator: Translator) -> Optional[list]:
+def _constraints(req: TranslateRequest, translator: Translator, limits: Limits) -> Optional[list]:
     """The request's constraints, checked in full now, so a bad one is a 422 naming
-    `constraints.INDEX`, not a failed batch (the batcher's translate encodes them again)."""
+    `constraints.INDEX` (and the limit it is over), not a failed batch (the batcher's translate
+    encodes them again). The request's count of phrases is checked first, on the raw values."""
     if req.constraints is None:
         return None
+    n = sum(_count_phrases(c) for c in req.constraints)
+    if n > limits.max_request_phrases:
+        raise ApiError(
+            422,
+            f"constraints: {n} phrases in the request, more than the limit of "
+            f"{limits.max_request_phrases} (the server's --max-request-phrases)",
+            limit="max_request_phrases",
+        )
     try:
         translator.encode_constraints(
             req.text, req.constraints, _sampling(req), "constraints.{}", req.tgt_lang
         )
+    except LimitExceeded as e:
+        raise ApiError(422, str(e), limit=e.limit) from None
     except NmtError as e:
         raise ApiError(422, str(e)) from None
     return req.constraints
+
+
+def _count_phrases(value: Any) -> int:
+    """The phrases of one text's constraints as sent (a list, or an include/exclude object;
+    anything else counts 0 here and is refused by the full check)."""
+    if isinstance(value, list):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(v) for v in value.values() if isinstance(v, list))
+    return 0
 
 
 def _decode(req: TranslateRequest, translator: Translator, limits: Limits) -> DecodeConfig:

@@ -1,9 +1,11 @@
-"""Negative phrases as text: a model can spell a word with pieces other than the ones its
-tokenizer would choose ("holding" as "▁hold" "ing" or "▁hol" "ding"), so banning a phrase's own
-pieces (`nmt.search.constraints`) does not keep it out of the output. Here a phrase is matched
-on the text the pieces spell, as whole words: the tokens that would end it, right after a word
-boundary (a space, the start of the output, or a character that is not a letter or digit) and
-followed by the end of the token or such a character, are banned, whatever pieces came before.
+"""Excluded (negative) phrases as text: a model can spell a word with pieces other than the ones
+its tokenizer would choose ("holding" as "▁hold" "ing" or "▁hol" "ding"), so excluding a phrase's
+own pieces (`nmt.search.constraints`) does not keep it out of the output. Here a phrase is
+matched on the text the pieces spell, as whole words: the tokens that would complete it, right
+after a word boundary (a space, the start of the output, or a character that is not a letter or
+digit) and followed by the end of the token or such a character, are excluded, whatever pieces
+came before. A phrase with no text (only pieces that spell nothing) is never matched: it would
+match every word boundary.
 """
 
 from __future__ import annotations
@@ -41,14 +43,16 @@ class PieceText:
 
 
 def pattern(pieces: PieceText, phrase: Sequence[int]) -> str:
-    """A negative phrase's text, words joined by the marker, without the leading one."""
+    """An excluded phrase's text, words joined by the marker, without the leading one."""
     return pieces.text(phrase).lstrip(WORD_START)
 
 
-def banned_tokens(pieces: PieceText, tail: str, whole: bool, phrase: str) -> list[int]:
+def completing_tokens(pieces: PieceText, tail: str, whole: bool, phrase: str) -> list[int]:
     """The tokens that would complete `phrase` (a `pattern`) as whole words after a hypothesis
     whose text ends with `tail` (`whole`: the tail is all of it, so its start is a boundary;
-    otherwise it is at least one character longer than the phrase)."""
+    otherwise it is at least one character longer than the phrase); none for an empty phrase."""
+    if not phrase:
+        return []
     out = list(pieces.ending_word(WORD_START + phrase))  # a new word that is the phrase
     n = len(tail)
     for k in range(len(phrase)):  # the tail ends with the phrase's first k characters
