@@ -342,6 +342,21 @@ class DecodeConfig:
     )
     temperature: float = opt(1.0, "sampling: divide the log-probs by this", lo=0.0, lo_open=True)
     top_k: int = opt(0, "sampling: draw from the k most probable tokens only (0 = all)", lo=0)
+    max_phrases: int = opt(
+        16,
+        "lexical constraints: most phrases (included and excluded together) per sentence; more "
+        "is refused before decoding (the constrained search's memory grows with their square)",
+        lo=1,
+    )
+    max_phrase_words: int = opt(
+        8, "lexical constraints: most words per phrase (more is refused before decoding)", lo=1
+    )
+    max_phrase_tokens: int = opt(
+        24,
+        "lexical constraints: most target subword tokens per phrase (more is refused before "
+        "decoding)",
+        lo=1,
+    )
     top_p: float = opt(
         1.0,
         "sampling: draw from the smallest set of tokens holding this much probability (1 = all)",
