@@ -33,7 +33,7 @@ from nmt.scoring.metrics import bucket_bounds, bucket_members
 TENTHS = 10  # relative positions in the reference: first tenth ... last tenth
 LONG_FROM = 51  # source words: the long sentences, as the length verdicts of nmt.scoring.compare
 SENTENCE_FILE = "sentence_nll.tsv"  # each reference's summed NLL and its tokens, one line each
-UNIT = "nats per reference token (teacher-forced, EOS included)"
+UNIT = "nats per reference token, teacher-forced, EOS included"
 
 
 def sentence_stats(token_log_probs: list[list[float]]) -> np.ndarray:

@@ -1,6 +1,7 @@
 """A study's joint report: study.json, study.md (the bucket tables side by side, the length
-verdicts, the paired tests, the models' sizes and budgets) and bleu_by_length.png (Bahdanau et al.
-2014, Fig. 2)."""
+verdicts, the paired tests, the loss on the reference by length with the fixed vector's gap, the
+models' sizes and budgets), bleu_by_length.png (Bahdanau et al. 2014, Fig. 2: interval bands, the
+training caps marked) and loss_by_length.png."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ from nmt.scoring.compare import (
     paired,
     verdicts,
 )
-from nmt.scoring.report import merge_note, plot_bleu_by_length
+from nmt.scoring.length_figures import (
+    gap_table,
+    gap_verdicts,
+    loss_table,
+    plot_loss_by_length,
+    positions_table,
+)
+from nmt.scoring.loss_by_length import loss_gap, read_sentence_losses
+from nmt.scoring.report import SRCS_FILE, merge_note, plot_bleu_by_length
 
 if TYPE_CHECKING:
     from nmt.study.scoring import Scoring
@@ -89,11 +98,88 @@ def write_report(
         "",
         *_models_table(configs, results, list(existing)),
     ]
+    reports = {n: scoring.report(RunDir(out_dir / n), beam) for n in order}
+    summary += _loss_section(out_dir, suffix, configs, results, reports, split)
     text = "\n".join(summary) + "\n"
     atomic_write(out_dir / f"study{suffix}.md", text)
+    caps = {n: configs[n].data.train_max_words for n in order if configs[n].data.train_max_words}
     plot_bleu_by_length(
         results,
         out_dir / f"bleu_by_length{suffix}.png",
         tests=comp.tests or None,
         title=f"BLEU by source length ({split}, beam {beam})",
+        bands=True,
+        caps=caps,
     )
+
+
+def fixed_vector_pairs(configs: dict[str, Any], names: Sequence[str]) -> list[tuple[str, str]]:
+    """(seq2seq, rnnsearch) pairs trained on the same data: whose loss gap is the fixed
+    vector's cost (seq2seq-30 with rnnsearch-30, not with rnnsearch-50)."""
+    arch = {n: configs[n].model.arch for n in names}
+    return [
+        (a, b)
+        for a in names
+        for b in names
+        if arch[a] == "seq2seq" and arch[b] == "rnnsearch" and configs[a].data == configs[b].data
+    ]
+
+
+def _loss_section(
+    out_dir: Path,
+    suffix: str,
+    configs: dict[str, Any],
+    results: dict,
+    reports: dict[str, Path],
+    split: str,
+) -> list[str]:
+    """study.md's loss on the reference by length (the models whose reports hold it), the
+    seq2seq-minus-rnnsearch gaps, loss_gaps.json and loss_by_length.png."""
+    records = {n: r["loss_by_length"] for n, r in results.items() if r.get("loss_by_length")}
+    if not records:
+        return []
+    plot_loss_by_length(
+        records,
+        out_dir / f"loss_by_length{suffix}.png",
+        title=f"Loss on the reference by length ({split}; 95% bootstrap intervals)",
+    )
+    first = next(iter(records.values()))
+    boot = first.get("bootstrap") or {}
+    lines = [
+        "",
+        "## Loss on the reference by source length",
+        "",
+        f"The loss in {first['unit']}: each group pools its tokens (summed loss over its "
+        f"tokens); [low, high]: 95% bootstrap interval over sentences "
+        f"({boot.get('samples', '?')} resamples, seed {boot.get('seed', '?')}).",
+        "",
+        loss_table(records),
+        positions_table(records),
+    ]
+    gaps = _gaps(configs, records, reports)
+    atomic_write(out_dir / f"loss_gaps{suffix}.json", json.dumps(gaps, indent=2) + "\n")
+    if gaps:
+        lines += [
+            "## The fixed vector's cost: seq2seq's loss minus rnnsearch's (paired bootstrap)",
+            "",
+            "Positive: seq2seq's loss is higher. [low, high] and p: paired bootstrap (both "
+            "models on the same resampled sentences; p as sacreBLEU's paired test).",
+            "",
+            gap_table(gaps),
+            *gap_verdicts(gaps),
+        ]
+    return lines
+
+
+def _gaps(configs: dict[str, Any], records: dict, reports: dict[str, Path]) -> dict[str, dict]:
+    """Each fixed-vector pair's paired loss gap, from the sentences' losses in their reports."""
+    gaps = {}
+    for a, b in fixed_vector_pairs(configs, list(records)):
+        stats = [read_sentence_losses(reports[n]) for n in (a, b)]
+        srcs_file = reports[a] / SRCS_FILE
+        if any(s is None for s in stats) or not srcs_file.is_file():
+            continue  # a report written before the loss was: no paired gap
+        srcs = srcs_file.read_text(encoding="utf-8").split("\n")[:-1]
+        bounds = [x["hi"] for x in records[a]["buckets"] if x["hi"] is not None]
+        gaps[f"{a} - {b}"] = loss_gap(srcs, stats[0], stats[1], bounds)
+    return gaps
