@@ -3,6 +3,7 @@ pieces, alignments and warnings as typed fields."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,47 @@ def test_default_device_and_device_errors_are_the_clis(tiny_transformer_run, mon
         Translator.load(tiny_transformer_run, device="cuda")
     assert main(["translate", str(tiny_transformer_run), "--device", "cuda"]) == 2
     assert capsys.readouterr().err == f"nmt: error: {api_error.value}\n"
+
+
+@pytest.mark.parametrize(
+    "texts, message",
+    [
+        (5, "texts: expected a string or a list of strings, got int"),
+        (None, "texts: expected a string or a list of strings, got NoneType"),
+        (b"le", "texts: expected a string or a list of strings, got bytes"),
+        (["le", 7], "texts[1]: expected a string, got int"),
+    ],
+)
+def test_texts_that_are_not_strings_are_one_error_naming_the_argument(translator, texts, message):
+    with pytest.raises(NmtError) as e:
+        translator.translate(texts)
+    assert str(e.value) == message
+
+
+def test_a_bad_decode_setting_at_load_names_the_argument_not_the_command_line(
+    tiny_transformer_run,
+):
+    with pytest.raises(NmtError) as e:
+        Translator.load(tiny_transformer_run, decode={"language_vocab": -5})
+    assert "'decode.language_vocab' in Translator.load(decode=...)" in str(e.value)
+    assert "command line" not in str(e.value)
+
+
+def test_pieces_and_alignment_rows_leave_out_the_forced_language_tag_as_the_cli_does(
+    multilingual_runs, tmp_path
+):
+    from nmt.data.tokenizer import TAG
+
+    run = multilingual_runs["target"]  # the tag is the decoder's forced first token
+    t = Translator.load(run)
+    r = t.translate("le dog sees", tgt_lang="b", alignment=True)
+    assert r.tgt_pieces and not any(TAG.fullmatch(p) for p in r.tgt_pieces), r.tgt_pieces
+    assert len(r.alignment) == len(r.tgt_pieces) and r.tgt_pieces[-1] == "</s>"
+    src = tmp_path / "in.txt"
+    src.write_text("le dog sees\n", "utf-8")
+    out = tmp_path / "out.txt"
+    argv = ["translate", str(run), "-i", str(src), "-o", str(out), "--tgt-lang", "b"]
+    assert main([*argv, "--alignment"]) == 0
+    (soft,) = [json.loads(line) for line in Path(f"{out}.align.json").read_text().splitlines()]
+    assert soft["tgt"] == r.text.split()  # the CLI's rows are the text's words, no tag
+    assert r.text == out.read_text("utf-8").strip()

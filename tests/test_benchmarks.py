@@ -22,7 +22,7 @@ SCRIPTS = sorted(
 
 
 def test_every_measurement_script_lives_in_benchmarks():
-    assert len(SCRIPTS) == 16
+    assert len(SCRIPTS) == 17
     left = {p.name for p in (ROOT / "scripts").glob("*.py")}
     assert left == {"gpu_check.py", "screenshot_serve.py"}
 

@@ -114,7 +114,7 @@ def run(a: argparse.Namespace) -> int:
         import uvicorn  # noqa: F401  (checked here: the extra's one message)
 
         from nmt.serve.app import Limits, create_app
-        from nmt.serve.listen import address, bind, serve
+        from nmt.serve.listen import address, bind, bound_malloc_arenas, serve
     except ImportError as e:
         raise NmtError(
             f"nmt serve needs the serve extra ({e.name} is not installed): "
@@ -126,6 +126,7 @@ def run(a: argparse.Namespace) -> int:
     if a.max_wait_ms < 0 or a.timeout <= 0:
         raise NmtError("--max-wait-ms must be >= 0 and --timeout > 0")
     setup_logging()
+    bound_malloc_arenas()  # before torch's and uvicorn's threads start
     # Bound before the model loads: a busy port fails at once, and no address is announced
     # that the server does not hold.
     sock = bind(a.host, a.port)

@@ -207,13 +207,15 @@ def _check_spelled(tok: Tokenizer, text: str, ids: list[int], where: str) -> Non
 
 
 def _unknown_part(tok: Tokenizer, text: str) -> str:
-    """The first character of `text` that the target model encodes as <unk>; where none does
-    alone (a word vocabulary), the first such word."""
+    """The first character of `text` that no target piece holds; where every character is in
+    some piece (a word vocabulary), the first word the target model encodes as <unk>."""
+    known = set("".join(tok.tgt_piece_texts))
+    for ch in text.lower() if tok.lowercase else text:
+        if ch.strip() and ch not in known:
+            return ch
     for word in (text.lower() if tok.lowercase else text).split():
         if UNK in tok.tgt.encode(word):
-            chars = [ch for ch in word if ch.strip()]
-            bad = [ch for ch, ids in zip(chars, tok.tgt.encode(chars)) if UNK in ids]
-            return bad[0] if len(bad) < len(chars) and bad else word
+            return word
     return text
 
 

@@ -4,13 +4,21 @@ address the server announces is the one it holds."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
+import os
 import socket
 
 from nmt.errors import NmtError
 
 BACKLOG = 2048  # connections waiting to be accepted (uvicorn's default)
+# glibc gives each thread that allocates its own heap arena, up to 8 per core, each reserving
+# 64 MB of address space: on a 64-core machine the server's torch, uvicorn and worker threads
+# reserved gigabytes they never used, and a cap on the address space (`ulimit -v`) refused it.
+# One decoding thread does the work, so two arenas cost no contention (docs/serving.md).
+MALLOC_ARENAS = 2
+M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 
 
 def address(host: str, port: int) -> str:
@@ -50,6 +58,17 @@ def _why(e: OSError, where: str, host: str) -> str:
     if e.errno == errno.EADDRNOTAVAIL:
         return f"cannot serve on {where}: {host} is not an address of this machine (--host)"
     return f"cannot serve on {where}: {e.strerror or e}"
+
+
+def bound_malloc_arenas(arenas: int = MALLOC_ARENAS) -> None:
+    """At most `arenas` glibc heap arenas (see MALLOC_ARENAS), unless MALLOC_ARENA_MAX says
+    otherwise; call before the threads start. Elsewhere than glibc nothing to do."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, arenas)
+    except (OSError, AttributeError):
+        pass
 
 
 def serve(app: object, sock: socket.socket) -> None:

@@ -1,0 +1,236 @@
+"""Lexical constraints that could never work, or would cost more than a request may, are refused
+before any work, in one line naming the limit or the character; "met" means found in the
+output's text as whole words everywhere it is reported; a forced prefix that continues a
+phrase's word leaves a result, not a traceback; and the constrained search's tensors stay
+under a fixed budget however a batch is made."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import tiny_pairs
+from nmt.cli import main
+from nmt.config import DecodeConfig, VocabConfig
+from nmt.data.batching import pad_batch
+from nmt.data.constraints_file import LimitExceeded, LineConstraints, encode_line, holds
+from nmt.data.tokenizer import EOS, Tokenizer
+from nmt.decode import CONSTRAINT_BUDGET, _within_budget
+from nmt.errors import NmtError
+from nmt.search.beam import beam_search
+from nmt.search.constraints import Constraints
+from nmt.search.rules import Rules
+from nmt.text_translation import encode_constraints
+from test_constraints import ScriptModel
+
+WORDS = (
+    "a man in a t-shirt and a well-known dog walk near the construction site with "
+    "construct cafe coffee known shirt dogs run big small red house tree"
+).split()
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    """A character-level-capable subword model of English-like text (no é, no ☃, no 中)."""
+    lines = [" ".join(WORDS[i % len(WORDS) :] + WORDS[: i % len(WORDS)]) for i in range(200)]
+    lines += [s for s, _ in tiny_pairs(200)]
+    cfg = VocabConfig(type="unigram", size=120, character_coverage=1.0)
+    return Tokenizer.build(cfg, lines, lines, False, seed=1)
+
+
+def error(call) -> str:
+    with pytest.raises(NmtError) as e:
+        call()
+    return str(e.value)
+
+
+# ---------------------------------------------------------------------------- what is refused
+
+
+@pytest.mark.parametrize(
+    "phrase, named",
+    [("中文", "中"), ("café☃", "é"), ("cafe☃", "☃"), ("a dog☃", "☃")],
+)
+@pytest.mark.parametrize("kind", ["include", "exclude"])
+def test_a_phrase_with_a_character_the_vocabulary_cannot_spell_is_refused_naming_it(
+    tok, phrase, named, kind
+):
+    c = LineConstraints(**{kind: (phrase,)})
+    message = error(lambda: encode_line(tok, c, 100, "line 1"))
+    assert message.startswith(f"line 1: phrase {phrase!r}: the target vocabulary cannot spell")
+    assert f"{named!r}" in message and "\n" not in message
+
+
+def test_an_excluded_phrase_inside_an_included_one_as_text_is_refused(tok):
+    for include, exclude in [("t-shirt", "shirt"), ("well-known", "known"), ("a dog", "dog")]:
+        c = LineConstraints((include,), (exclude,))
+        assert error(lambda: encode_line(tok, c, 100, "line 3")) == (
+            f"line 3: excluded phrase {exclude!r} is part of included phrase {include!r}; the "
+            f"two can never both hold"
+        )
+    # inside a longer word it is not the word: both can hold
+    pos, neg = encode_line(tok, LineConstraints(("construction",), ("construct",)), 100, "x")
+    assert pos and neg
+
+
+@pytest.mark.parametrize(
+    "c, limit",
+    [
+        (LineConstraints(tuple(f"dog {i}" for i in range(17))), "decode.max_phrases"),
+        (LineConstraints(("dog",) * 9, ("cat",) * 8), "decode.max_phrases"),
+        (LineConstraints((" ".join(["dog"] * 9),)), "decode.max_phrase_words"),
+        (LineConstraints((), (" ".join(["run"] * 9),)), "decode.max_phrase_words"),
+    ],
+)
+def test_more_phrases_or_words_than_the_limits_are_refused_naming_the_limit(tok, c, limit):
+    with pytest.raises(LimitExceeded) as e:
+        encode_line(tok, c, 100, "line 2")
+    assert e.value.limit == limit and f"({limit})" in str(e.value)
+    assert str(e.value).startswith("line 2: ")
+
+
+def test_a_phrase_of_more_tokens_than_the_limit_is_refused(tok):
+    c = LineConstraints(("construction site",))
+    ids, _ = encode_line(tok, c, 100, "x")
+    short = DecodeConfig(max_phrase_tokens=len(ids[0]) - 1)
+    with pytest.raises(LimitExceeded) as e:
+        encode_line(tok, c, 100, "line 1", short)
+    assert e.value.limit == "decode.max_phrase_tokens"
+
+
+def test_every_line_is_held_to_the_limits_before_any_phrase_is_encoded(tok, monkeypatch):
+    texts = ["a dog", "a man"]
+    lines = [LineConstraints(("dog",)), LineConstraints(tuple(f"w{i}" for i in range(40)))]
+
+    def no_encoding(*_):
+        raise AssertionError("a phrase was encoded before every line was checked")
+
+    monkeypatch.setattr(type(tok.tgt), "encode", no_encoding)
+    message = error(lambda: encode_constraints(tok, texts, lines, DecodeConfig(), "line {}".format))
+    assert message.startswith("line 1: 40 phrases, more than the limit of 16 per sentence")
+
+
+# ---------------------------------------------------------------------------- met on text
+
+
+@pytest.mark.parametrize(
+    "text, phrase, found",
+    [
+        ("a dog runs", "dog", True),
+        ("a dog.", "dog", True),
+        ("dog", "dog", True),
+        ("two dogs run", "dog", False),  # glued to a letter after
+        ("hotdog stand", "dog", False),  # ... and before
+        ("dog2 runs", "dog", False),  # ... and to a digit
+        ("a t-shirt", "shirt", True),  # a hyphen is a boundary
+        ("我爱中文课", "中文", True),  # a script written without spaces: any occurrence
+        ("ฉันรักแมว", "แมว", True),
+        ("a big dog", "big dog", True),
+        ("a big  dog", "big dog", False),
+        ("anything", "", False),
+    ],
+)
+def test_a_phrase_is_met_where_the_text_holds_it_as_whole_words(text, phrase, found):
+    assert holds(text, phrase) is found
+
+
+# ---------------------------------------------------------------------------- the search
+
+
+def test_a_forced_prefix_that_continues_a_phrases_word_leaves_a_result_not_an_error():
+    # The phrase is [5] ("dog") and 6 continues a word ("s"); the prefix forces 5 6 ("dogs").
+    # Before, the word-continuation ban removed the forced 6: every row at -inf, no hypothesis.
+    model = ScriptModel([5, 6, 7, 5, 8, EOS])
+    src, mask = pad_batch([[9, EOS]])
+    cons = Constraints.build([[[5]]], joiners=[6, 7])
+    (hyps,) = beam_search(
+        model, src, mask, beam=3, nbest=3, rules=Rules.build([[5, 6]]), constraints=cons
+    )
+    assert hyps
+    for h in hyps:
+        assert h.tokens[:2] == [5, 6]  # the prefix as forced
+        later = [i for i in range(2, len(h.tokens)) if h.tokens[i] == 5]
+        whole = [i for i in later if i + 1 == len(h.tokens) or h.tokens[i + 1] not in (6, 7)]
+        assert (h.unmet == 0) == bool(whole), h.tokens  # met only by a later whole "dog"
+
+
+def test_the_constrained_search_is_cut_into_batches_under_its_tensor_budget():
+    positive = [[[4 + j] * 24 for j in range(16)] for _ in range(300)]  # the default limits
+    (batch,) = [list(range(300))]
+    parts = list(_within_budget([batch], positive, 16))
+    assert sum(parts, []) == batch and len(parts) > 1
+    M = 3 * 16 + 2 * 16 * 16
+    assert all(len(p) * M * 16 * 24 <= CONSTRAINT_BUDGET for p in parts)
+    assert list(_within_budget([batch], None, 16)) == [batch]  # unconstrained: as it was
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+
+@pytest.fixture(scope="module")
+def corpus(tiny_transformer_run: Path) -> Path:
+    return tiny_transformer_run.parent / "corpus"
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("nmt: error: "), err
+    return err.rstrip("\n")
+
+
+def test_two_thousand_phrases_on_one_sentence_are_one_line_before_any_decoding(
+    tiny_transformer_run, corpus, tmp_path, capsys
+):
+    words = (corpus / "test.tgt").read_text("utf-8").split()
+    src = tmp_path / "in.txt"
+    src.write_text("les saton midos\n", "utf-8")
+    cons = tmp_path / "cons.tsv"
+    cons.write_text("\t".join(words[i % len(words)] for i in range(2000)) + "\n", "utf-8")
+    argv = ["translate", str(tiny_transformer_run), "-i", str(src), "-o", str(tmp_path / "o")]
+    assert main([*argv, "--constraints", str(cons)]) == 2
+    assert one_error_line(capsys) == (
+        f"nmt: error: {cons} line 1: 2000 phrases, more than the limit of 16 per sentence "
+        f"(decode.max_phrases)"
+    )
+
+
+def test_running_out_of_memory_is_one_line_naming_what_to_lower(
+    tiny_transformer_run, tmp_path, capsys, monkeypatch
+):
+    import nmt.jobs.translate
+
+    def out_of_memory(*_, **__):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1")
+
+    monkeypatch.setattr(nmt.jobs.translate, "translate", out_of_memory)
+    src = tmp_path / "in.txt"
+    src.write_text("les saton midos\n", "utf-8")
+    assert main(["translate", str(tiny_transformer_run), "-i", str(src)]) == 1
+    line = one_error_line(capsys)
+    assert line.startswith("nmt: error: out of memory while decoding; lower --batch-tokens")
+
+
+def test_each_constraints_file_gets_its_own_report_never_another_files(
+    tiny_transformer_run, corpus, tmp_path
+):
+    run = Path(shutil.copytree(tiny_transformer_run, tmp_path / "run"))
+    refs = (corpus / "test.tgt").read_text("utf-8").splitlines()
+    files = ["--src", str(corpus / "test.src"), "--ref", str(corpus / "test.tgt")]
+    made = []
+    for where, words in [("a/terms.tsv", 1), ("b/other.tsv", 2), ("c/terms.tsv", 2)]:
+        path = tmp_path / where
+        path.parent.mkdir()
+        path.write_text("".join(" ".join(r.split()[:words]) + "\n" for r in refs), "utf-8")
+        argv = ["evaluate", str(run), *files, "--constraints", str(path), "--bootstrap", "0"]
+        assert main(argv) == 0
+        reports = {p for p in run.glob("eval_*_constrained*") if p not in made}
+        (new,) = reports - set(made)  # a new directory each time: none overwritten
+        made.append(new)
+        scores = json.loads((new / "scores.json").read_text())
+        assert scores["constraints"]["file"] == str(path.resolve())
+    assert made[0].name == "eval_file_test_beam3_constrained_terms"
+    assert made[1].name == "eval_file_test_beam3_constrained_other"
+    assert made[2].name.startswith("eval_file_test_beam3_constrained_terms_")
