@@ -153,21 +153,21 @@ def translate_through(
 
 
 def check_pivot_options(
-    pivot: Optional[str], alignment: bool = False, constraints: Any = None, flags: bool = False
+    pivot: Optional[str],
+    alignment: Optional[bool] = False,
+    constraints: Any = None,
+    flags: bool = False,
 ) -> None:
     """What a pivot cannot give, refused in one place for the CLI (`flags`: named as
     --options), the API and the server: the last pass reads the pivot text, so its attention
-    and its length limits are not the input's."""
-    if pivot is None:
+    and its length limits are not the input's. `alignment` None: the caller has no such option
+    (`nmt evaluate`), and the message names constraints only."""
+    if pivot is None or not (alignment or constraints is not None):
         return
     dash = "--" if flags else ""
-    given = (("alignment", bool(alignment)), ("constraints", constraints is not None))
-    used = [f"{dash}{name}" for name, on in given if on]
-    if used:
-        raise NmtError(
-            f"{' and '.join(used)} cannot be used with {dash}pivot (the last pass reads the pivot "
-            f"text, whose attention and length limits are not the input's)"
-        )
+    offered = ["constraints"] if alignment is None else ["alignment", "constraints"]
+    names = " and ".join(f"{dash}{name}" for name in offered)
+    raise NmtError(f"{names} cannot be used with {dash}pivot")
 
 
 def _constraint_groups(

@@ -124,7 +124,7 @@ def _way(run: DataConfig, tok: Tokenizer, o: EvalOptions) -> Optional[Way]:
         )
     src, tgt = check_direction(run, o.direction)
     passes = route(run, tok, tgt, src, o.pivot)
-    check_pivot_options(o.pivot, constraints=o.constraints_file, flags=True)
+    check_pivot_options(o.pivot, None, o.constraints_file, flags=True)
     return Way(src, tgt, o.pivot, o.direction in run.directions, passes)
 
 
