@@ -52,13 +52,17 @@ def wrap_model(model: NMTModel, tc: TrainConfig, dist: DistInfo) -> torch.nn.Mod
 
 
 def make_optimizer(model: NMTModel, tc: TrainConfig, device: torch.device) -> Any:
+    """Adam(W) with torch's fused kernel on every device: one pass over all parameters. On a
+    CPU the default is a Python loop of five ops per parameter tensor (about a tenth of a
+    Transformer step on 2 cores, benchmarks/ab_step.py); the fused kernel does each tensor's
+    update in one pass."""
     opt_cls = torch.optim.AdamW if tc.optimizer == "adamw" else torch.optim.Adam
     return opt_cls(
         model.parameters(),
         lr=tc.lr,
         betas=tuple(tc.betas),
         weight_decay=tc.weight_decay,
-        fused=True if device.type == "cuda" else None,
+        fused=device.type in ("cuda", "cpu"),
     )
 
 
