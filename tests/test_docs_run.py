@@ -131,8 +131,9 @@ DRY_RUN = {
     r"^curl ": "asks a running server",
     r"^nmt import hf Helsinki-NLP/": "downloads a model from the Hugging Face hub",
     r"runs/opus-": "reads the model the line above downloads",
-    r"^nmt study configs/study/(wmt-news|europarl)\.yaml": "several models for hours on a real "
-    "corpus: each model's config is built and its data found",
+    r"^nmt study configs/study/(wmt-news|europarl|europarl_bahdanau(_gpu)?)\.yaml": "several "
+    "models for hours on a real corpus (or on a GPU): each model's config is built and its data "
+    "found",
     r"--set train.run_dir=runs/base-d512 ": "its point is the model its --set make (d_model 512, "
     "6 layers), which CUT_MODEL would narrow away, for a benchmark that is not run: "
     "nmt train --dry-run checks that config and loads its data",
