@@ -60,9 +60,7 @@ def test_valid_and_test_are_never_capped(lengths_dir, tmp_path):
     assert len(src) == 50 and max(len(s.split()) for s in src) > 5
 
 
-def test_capped_and_uncapped_corpora_never_share_a_cache_but_caps_share_one(
-    lengths_dir, tmp_path
-):
+def test_capped_and_uncapped_corpora_never_share_a_cache_but_caps_share_one(lengths_dir, tmp_path):
     root = tmp_path / "p"
     keys = {n: corpus_key(config(lengths_dir, root, {"train_max_words": n})) for n in (0, 30, 50)}
     assert keys[0] != keys[30] and keys[30] == keys[50]
