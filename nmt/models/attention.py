@@ -197,6 +197,19 @@ def low_precision_attention(
     return weights.to(v.dtype) @ v
 
 
+def joint_linear(x: Tensor, layers: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
+    """(layer(x) for layer in layers) as one matmul over their stacked weights: under autocast
+    x is cast to bf16 once, not once per layer, and the backward pass runs one product for x's
+    gradient instead of one per layer and their sum. The parameters stay separate (checkpoints,
+    exporters and importers see the same layers). Layers whose weight is not a tensor (an int8
+    copy's) run one by one."""
+    if not all(isinstance(lin.weight, Tensor) and lin.bias is not None for lin in layers):
+        return tuple(lin(x) for lin in layers)
+    weight = torch.cat([lin.weight for lin in layers])
+    bias = torch.cat([lin.bias for lin in layers])
+    return F.linear(x, weight, bias).split([lin.out_features for lin in layers], dim=-1)
+
+
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention over `heads` heads (Vaswani et al. 2017)."""
 
@@ -224,7 +237,10 @@ class MultiHeadAttention(nn.Module):
         self, x: Tensor, kv: Tensor, mask: Optional[Tensor] = None, causal: bool = False
     ) -> Tensor:
         """Teacher forcing: fused attention. mask: [B, 1, 1, S] bool (True = may attend)."""
-        q, (k, v) = self.split(self.q(x)), self.project_kv(kv)
+        if x is kv:  # self-attention: q, k and v in one product
+            q, k, v = map(self.split, joint_linear(x, (self.q, self.k, self.v)))
+        else:
+            q, (k, v) = self.split(self.q(x)), map(self.split, joint_linear(kv, (self.k, self.v)))
         dropout = self.dropout if self.training else 0.0
         if q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16):
             out = low_precision_attention(q, k, v, mask, causal, dropout)
