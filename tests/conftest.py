@@ -12,6 +12,7 @@ import yaml
 
 from nmt.config import Config
 from nmt.config.load import from_dict, merge_sections
+from nmt.data.synthetic import respell
 
 # Real corpora live beside the project (never committed); tests using them skip without them.
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -216,24 +217,27 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-# The toy three-language corpus of the multilingual tests (a, b, c: disjoint spellings).
+# The toy three-language corpus of the multilingual tests: a and b are tiny_pairs' two sides, c
+# is a respelled as the synthetic generator respells its `alt` language (disjoint spellings).
 DIRECTIONS = ["a-b", "b-a", "c-b", "b-c"]  # a-c and c-a are zero-shot
 TAGS = ["source", "target"]
 
 
-def respell_c(sentence: str) -> str:
-    return " ".join("k" + w[::-1] for w in sentence.split())
+def write_three_way(out: Path, sizes: dict[str, int]) -> Path:
+    """Line-aligned SPLIT.a, SPLIT.b, SPLIT.c for each split and size, split k drawn with seed k."""
+    out.mkdir(parents=True, exist_ok=True)
+    for seed, (split, n) in enumerate(sizes.items()):
+        a, b = zip(*tiny_pairs(n, seed))
+        for lang, lines in {"a": a, "b": b, "c": [respell(s) for s in a]}.items():
+            (out / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), "utf-8")
+    return out
 
 
 @pytest.fixture(scope="session")
 def three_way_corpus(tmp_path_factory) -> Path:
     """Line-aligned SPLIT.a, SPLIT.b, SPLIT.c (train, valid, test)."""
-    out = tmp_path_factory.mktemp("three_languages")
-    for seed, (split, n) in enumerate({"train": 240, "valid": 12, "test": 16}.items()):
-        a, b = zip(*tiny_pairs(n, seed))
-        for lang, lines in {"a": a, "b": b, "c": [respell_c(s) for s in a]}.items():
-            (out / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), "utf-8")
-    return out
+    sizes = {"train": 240, "valid": 12, "test": 16}
+    return write_three_way(tmp_path_factory.mktemp("three_languages"), sizes)
 
 
 @pytest.fixture(scope="session")

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import REPO, make_config, tiny_pairs
+from conftest import REPO, make_config, write_three_way
 from nmt.config.load import load_config
 from nmt.data.corpus import load_split
 from nmt.data.directions import direction_tokenizer, load_directions
 from nmt.data.prepared import corpus_key, prepared_corpus
+from nmt.data.synthetic import respell
 from nmt.data.tokenizer import BOS, EOS
 from nmt.errors import NmtError
 from nmt.jobs import train as train_job
@@ -26,23 +27,6 @@ MODELS = {
     "rnnsearch": {"arch": "rnnsearch", "emb_size": 32, "hidden_size": 48},
     "transformer": {"arch": "transformer", "d_model": 32, "heads": 2, "ff": 64, "layers": 1},
 }
-
-
-def respell_c(sentence: str) -> str:
-    """The third language: language a's words, each reversed behind a 'k'."""
-    return " ".join("k" + w[::-1] for w in sentence.split())
-
-
-def write_three_way(out: Path, sizes: dict[str, int]) -> Path:
-    """Line-aligned SPLIT.a, SPLIT.b, SPLIT.c: a 3-way parallel corpus made from tiny_pairs."""
-    out.mkdir(parents=True, exist_ok=True)
-    for seed, (split, n) in enumerate(sizes.items()):
-        pairs = tiny_pairs(n, seed)
-        sides = {"a": [s for s, _ in pairs], "b": [t for _, t in pairs]}
-        sides["c"] = [respell_c(s) for s in sides["a"]]
-        for lang, lines in sides.items():
-            (out / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), "utf-8")
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +123,7 @@ def test_a_split_of_several_directions_is_read_one_direction_at_a_time(three_way
     assert list(valid) == DIRECTIONS
     a, b = (three_way / "valid.a").read_text().splitlines(), (three_way / "valid.b").read_text()
     assert valid["a-b"] == (a, b.splitlines()) and valid["b-a"] == (b.splitlines(), a)
-    assert valid["c-b"][0] == [respell_c(s) for s in a]
+    assert valid["c-b"][0] == [respell(s) for s in a]
 
 
 # ---------------------------------------------------------------------------------- tags
@@ -270,6 +254,41 @@ def test_every_architecture_trains_every_direction_in_both_tag_modes(
     assert stored == cfg and stored.data.directions == DIRECTIONS and stored.data.tag == tag
 
 
+@pytest.mark.parametrize("tag", ["source", "target"])
+def test_validation_scores_each_direction_with_its_own_tag_and_the_tag_steers_the_output(
+    multilingual_runs, tmp_path, monkeypatch, tag
+):
+    """The test above holds with any tag (the mean is the mean); here the model of 150 steps
+    shows that validation gave each direction its own tag: evaluating that direction on the same
+    sentences gives its BLEU, while the same sources under another target's tag read otherwise."""
+    from nmt.jobs import evaluate as evaluate_job
+
+    monkeypatch.setattr(evaluate_job, "default_identifier", lambda langs: (None, "none"))
+    run = multilingual_runs[tag]
+    row = valid_rows(run)[-1]
+    cfg = load_config(run / "config.yaml", stored=True)
+    first = f"valid[:{cfg.train.valid_max_sentences}]"  # the sentences validation decoded
+    data = replace(cfg.data, splits={**cfg.data.splits, "valid": first})
+    hyps = {}
+    for d in DIRECTIONS:
+        opts = evaluate_job.EvalOptions(
+            split="valid",
+            beam=1,
+            direction=d,
+            data=data,
+            bootstrap=0,
+            progress=False,
+            report_dir=str(tmp_path / d),
+        )
+        scores, report = evaluate_job.evaluate(str(run), opts)
+        assert scores["bleu"] == pytest.approx(row[f"bleu_{d}"], abs=0.01), d
+        hyps[d] = (report / "hyps.txt").read_text("utf-8").splitlines()
+    # b-a and b-c translate the same sources: only the tag tells them apart
+    words = {d: " ".join(hyps[d]).split() for d in ("b-a", "b-c")}
+    assert sum(w.startswith("k") for w in words["b-c"]) > 0.8 * len(words["b-c"])
+    assert sum(w.startswith("k") for w in words["b-a"]) < 0.2 * len(words["b-a"])
+
+
 def test_unequal_directions_sample_by_temperature_and_resume_exactly(tmp_path):
     """Directions differ in size where one language's lines are blank (dropped as empty): at
     T = 5 the small ones get more of each epoch, and a resumed run continues bit for bit."""
@@ -310,3 +329,29 @@ def test_the_multilingual_recipe_is_the_de_en_model_on_four_directions():
     assert multi.model == de_en.model and multi.vocab == de_en.vocab
     assert multi.data.source == "local" and multi.data.format == "text"
     assert de_en.train.max_steps < multi.train.max_steps <= 4 * de_en.train.max_steps
+
+
+def test_the_synthetic_corpus_takes_directions_between_its_three_languages():
+    synthetic = {"train": 30, "valid": 5, "test": 5, "lexicon": 40, "max_words": 8}
+    data = {"source": "synthetic", "synthetic": synthetic}
+    vocab = {"type": "word", "joint": True}
+    cfg = make_config(data={**data, "directions": ["src-tgt", "alt-tgt", "tgt-alt"]}, vocab=vocab)
+    valid = load_directions(cfg.data, "valid")
+    assert valid["src-tgt"][1] == valid["alt-tgt"][1] == valid["tgt-alt"][0]  # the same tgt
+    assert valid["alt-tgt"][0] == [respell(s) for s in valid["src-tgt"][0]]
+    with pytest.raises(NmtError) as e:
+        make_config(data={**data, "directions": ["src-tgt", "de-tgt"]}, vocab=vocab)
+    assert str(e.value) == (
+        "'data.directions' in test config: the synthetic corpus has no language 'de' "
+        "(its languages: src, tgt, alt; e.g. [src-tgt, alt-tgt])"
+    )
+
+
+def test_the_toy_multilingual_config_trains_four_directions_of_the_synthetic_corpus():
+    cfg = load_config(REPO / "configs" / "toy" / "multilingual.yaml")
+    assert cfg.data.source == "synthetic" and cfg.train.precision == "fp32"
+    assert cfg.data.directions == ["src-tgt", "tgt-src", "alt-tgt", "tgt-alt"]
+    assert (
+        cfg.data.synthetic.lexicon
+        == load_config(REPO / "configs/toy/rnnsearch.yaml").data.synthetic.lexicon
+    )

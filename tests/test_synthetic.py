@@ -231,3 +231,29 @@ def test_generator_alignment_comes_with_the_same_corpus_and_links_translations()
         for i, j in links:  # a target noun is linked to its own source noun
             if tgt[j] in tgt_nouns:
                 assert src[i] == tgt_nouns[tgt[j]]
+
+
+def test_the_keys_src_tgt_and_alt_write_one_three_way_corpus(tmp_path):
+    cfg = replace(CFG, train=40, valid=5, test=5)
+    pairs = syn.generate(cfg, "train", 40)
+    sides = {}
+    for src, tgt in (("src", "tgt"), ("alt", "tgt"), ("tgt", "src"), ("tgt", "alt")):
+        out = tmp_path / f"{src}-{tgt}"
+        syn.write_corpus(out, cfg, src, tgt)
+        for lang in (src, tgt):
+            lines = (out / f"train.{lang}").read_text("utf-8").splitlines()
+            assert sides.setdefault(lang, lines) == lines  # every direction: the same sentences
+    assert sides["src"] == [s for s, _ in pairs] and sides["tgt"] == [t for _, t in pairs]
+    # alt: the source's words in the source's order, each reversed behind a k
+    assert sides["alt"] == [" ".join("k" + w[::-1] for w in s.split()) for s, _ in pairs]
+    assert syn.respell("un tager pamoti") == "knu kregat kitomap"
+    alt_words = {w for line in sides["alt"] for w in line.split()}
+    assert not alt_words & {w for line in sides["tgt"] for w in line.split()}
+
+
+def test_other_language_keys_name_the_source_and_target_as_before(tmp_path):
+    cfg = replace(CFG, train=20, valid=5, test=5)
+    syn.write_corpus(tmp_path / "a", cfg, "de", "alt")  # one key that is no toy language
+    src = (tmp_path / "a" / "train.de").read_text("utf-8").splitlines()
+    tgt = (tmp_path / "a" / "train.alt").read_text("utf-8").splitlines()
+    assert list(zip(src, tgt)) == syn.generate(cfg, "train", 20)

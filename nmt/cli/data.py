@@ -40,7 +40,10 @@ def _synth_args(dsub) -> None:
         default=default.lexicon,
         help="content words in the lexicon (nouns, verbs, adjectives)" + dflt,
     )
-    syn.add_argument("--src-lang", default="src", help="file suffix of the source side" + dflt)
+    langs = "; two of src, tgt and alt write those languages (alt: src respelled)"
+    syn.add_argument(
+        "--src-lang", default="src", help="file suffix of the source side" + dflt + langs
+    )
     syn.add_argument("--tgt-lang", default="tgt", help="file suffix of the target side" + dflt)
     syn.add_argument(
         "--overwrite",

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from nmt.config.fields import check_range, coerce, hints
-from nmt.config.schema import REQUIRED, Config, DecodeConfig, ModelConfig
+from nmt.config.schema import REQUIRED, Config, DecodeConfig, ModelConfig, SyntheticConfig
 from nmt.errors import NmtError
 
 # Before per-architecture configs (checkpoint format 1), every stored model section held the keys
@@ -361,11 +361,19 @@ def check_directions(cfg: Config, where: str) -> None:
             f"'data.directions' in {where} needs 'vocab.joint: true': the language tags are "
             f"pieces of one subword model shared by every language"
         )
-    if d.source != "local" or d.format != "text":
+    if d.source == "synthetic":
+        known = SyntheticConfig.LANGUAGES
+        for lang in dict.fromkeys(x for pair in d.language_pairs() for x in pair):
+            if lang not in known:
+                raise NmtError(
+                    f"'data.directions' in {where}: the synthetic corpus has no language "
+                    f"'{lang}' (its languages: {', '.join(known)}; e.g. [src-tgt, alt-tgt])"
+                )
+    elif d.source != "local" or d.format != "text":
         raise NmtError(
             f"'data.directions' in {where} reads local text files (data.source: local, "
-            f"data.format: text); {d.source if d.source != 'local' else d.format} corpora hold "
-            f"one direction for now"
+            f"data.format: text) or the synthetic corpus; "
+            f"{d.source if d.source != 'local' else d.format} corpora hold one direction for now"
         )
 
 

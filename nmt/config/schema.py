@@ -45,6 +45,9 @@ def opt(
 
 @dataclass
 class SyntheticConfig:
+    # the generator's languages, the keys a multilingual synthetic corpus's directions use (not
+    # a field): the source language, the target language and `alt`, the source respelled
+    LANGUAGES = ("src", "tgt", "alt")
     train: int = opt(20000, "number of generated training pairs", lo=1)
     valid: int = opt(500, "number of generated validation pairs", lo=1)
     test: int = opt(1000, "number of generated test pairs", lo=1)
@@ -71,7 +74,8 @@ class DataConfig:
     directions: list[str] = opt(
         [],
         "several translation directions in one model, e.g. [de-en, en-de, fr-en, en-fr]: each "
-        "reads the line-aligned SPLIT.xx and SPLIT.yy files (source: local, format: text), "
+        "reads the line-aligned SPLIT.xx and SPLIT.yy files (source: local, format: text; "
+        "or source: synthetic, whose languages are src, tgt and alt), "
         "the training pairs of all are mixed in every batch, and a tag `<2yy>` for each target "
         "language says where to translate (vocab.joint must be true); empty = one direction, "
         "src_lang to tgt_lang",
@@ -216,8 +220,9 @@ class TrainConfig:
     max_epochs: int = opt(0, "stop after this many epochs (0 = no limit)", lo=0)
     max_minutes: float = opt(
         0.0,
-        "wall-clock budget in minutes of this run's training (a resumed run gets it afresh); "
-        "stops cleanly with a checkpoint (0 = no limit)",
+        "wall-clock budget in minutes of the run's training, summed over its resumes (a "
+        "resumed run stops where an uninterrupted one would); stops cleanly with a checkpoint "
+        "(0 = no limit)",
         lo=0.0,
     )
     precision: Literal["auto", "fp32", "bf16", "fp16"] = opt(

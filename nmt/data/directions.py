@@ -3,7 +3,9 @@ the data section with its own pair of language keys, read by the one-direction c
 `nmt.data.corpus`; the training split is their concatenation, each pair knowing its direction.
 
 With directions `[de-en, en-de, fr-en, en-fr]` and local text files, direction `fr-en` reads
-`SPLIT.fr` and `SPLIT.en`: one line-aligned, many-way parallel corpus serves every direction.
+`SPLIT.fr` and `SPLIT.en`: one line-aligned, many-way parallel corpus serves every direction. The
+built-in synthetic corpus is three-way parallel in the same way: its languages `src`, `tgt` and
+`alt` (`nmt.data.synthetic`) give directions such as `[src-tgt, alt-tgt, tgt-alt]`.
 A config without directions has one direction, `src_lang-tgt_lang`, and reads exactly as before.
 """
 

@@ -26,6 +26,13 @@ Rules (each makes target position j depend on source positions far from j):
 - sentences chain clauses with `en` (and), `mas` (but) or a subordinator (`por`, `kan`, `si`,
   `dum`); coordinators stay between clauses, subordinators move to the end of their clause.
 
+A third language, `alt`, makes the corpus three-way parallel for multilingual training
+(`data.directions`): the source language's grammar and word order with every word respelled,
+reversed behind a `k` (`un tager` -> `knu kregat`). Its text is a function of the source text, so
+`alt -> tgt` is as hard as `src -> tgt`, and `alt <-> src` can be left out of training and asked
+for zero-shot or through a pivot. The language keys `src`, `tgt` and `alt` name the three; any
+other pair of keys (one direction, e.g. `de` and `en`) names the source and target languages.
+
 Content words (`SyntheticConfig.lexicon` of them: 45% nouns, 30% verbs, 25% adjectives) are
 made-up strings with Zipfian frequencies, built from disjoint consonant inventories so that no
 target word is ever a copy of a source word. Every source sentence has exactly one parse (verb
@@ -63,7 +70,9 @@ from nmt.data.synthetic_lexicon import (
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 
-VERSION = 1  # bump whenever the generated text changes, so cached corpora can be told apart
+VERSION = 2  # bump whenever the generated text changes, so cached corpora can be told apart
+# (2: the keys src, tgt and alt name the three languages, so `tgt` and `src` swapped swap them)
+LANGUAGES = SyntheticConfig.LANGUAGES  # the source language, the target language, `alt`
 
 
 @dataclass
@@ -347,17 +356,41 @@ def _write_pairs(src_path: Path, tgt_path: Path, pairs: Iterable[tuple[str, str]
     return count
 
 
+def respell(sentence: str) -> str:
+    """The `alt` language: each word of a source-language sentence reversed behind a `k`."""
+    return " ".join("k" + w[::-1] for w in sentence.split())
+
+
+def in_language(pair: tuple[str, str], language: str) -> str:
+    """A generated (source, target) pair's sentence in one of the `LANGUAGES`."""
+    return respell(pair[0]) if language == "alt" else pair[LANGUAGES.index(language)]
+
+
+def languages_of(src_lang: str, tgt_lang: str) -> tuple[str, str]:
+    """Which of the `LANGUAGES` two language keys write: themselves where both name one (a
+    multilingual corpus's direction, e.g. alt-tgt), else the source and target languages."""
+    if src_lang in LANGUAGES and tgt_lang in LANGUAGES:
+        return src_lang, tgt_lang
+    return "src", "tgt"
+
+
 def write_corpus(
     out_dir: str | Path, cfg: SyntheticConfig, src_lang: str = "src", tgt_lang: str = "tgt"
 ) -> dict[str, int]:
-    """Write line-aligned `{train,valid,test}.{src_lang,tgt_lang}`; return {split: pairs}."""
+    """Write line-aligned `{train,valid,test}.{src_lang,tgt_lang}`; return {split: pairs}. Keys
+    that name two of the `LANGUAGES` write those two: every direction between src, tgt and alt
+    reads the same sentences, so the directions of one config make one three-way corpus."""
     if src_lang == tgt_lang:
         raise NmtError(f"source and target language keys must differ, both are {src_lang!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    sides = languages_of(src_lang, tgt_lang)
     counts = {}
     for split, n in (("train", cfg.train), ("valid", cfg.valid), ("test", cfg.test)):
+        pairs = (
+            (in_language(p, sides[0]), in_language(p, sides[1])) for p in iter_pairs(cfg, split, n)
+        )
         counts[split] = _write_pairs(
-            out / f"{split}.{src_lang}", out / f"{split}.{tgt_lang}", iter_pairs(cfg, split, n)
+            out / f"{split}.{src_lang}", out / f"{split}.{tgt_lang}", pairs
         )
     return counts
