@@ -162,8 +162,11 @@ def test_a_negative_count_is_one_line_naming_the_flag(multilingual_runs, capsys)
     with pytest.raises(SystemExit) as e:
         main(["evaluate", str(run), "--direction", "a-c", "--language-vocab", "-1"])
     assert e.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.endswith("argument --language-vocab: expected an integer >= 0, got -1")
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "nmt: error: argument --language-vocab: expected an integer >= 0, got -1 "
+        "(see 'nmt evaluate --help')"
+    )
 
 
 def test_a_model_loaded_without_counts_says_how_to_get_them(multilingual_runs):
