@@ -355,3 +355,22 @@ def test_the_toy_multilingual_config_trains_four_directions_of_the_synthetic_cor
         cfg.data.synthetic.lexicon
         == load_config(REPO / "configs/toy/rnnsearch.yaml").data.synthetic.lexicon
     )
+
+
+def test_training_warns_in_one_line_for_each_direction_an_epoch_leaves_out(tmp_path):
+    corpus = write_three_way(tmp_path / "corpus", {"train": 240, "valid": 12})
+    lines = (corpus / "train.c").read_text("utf-8").splitlines()  # c-b and b-c: 80 pairs each
+    (corpus / "train.c").write_text(
+        "".join(("" if i < 160 else x) + "\n" for i, x in enumerate(lines))
+    )
+    cfg = config(corpus, tmp_path, temperature=0.1)
+    cfg = replace(cfg, train=replace(cfg.train, max_steps=1, valid_every=1000))
+    log = (train_job.train(cfg).run / "train.log").read_text()
+    warned = [x.split(" WARNING ", 1)[1] for x in log.splitlines() if "gets no training pair" in x]
+    assert [w.split(":")[0] for w in warned] == [
+        "direction c-b gets no training pair",
+        "direction b-c gets no training pair",
+    ]
+    assert all(
+        "data.temperature 0.1 gives its 80 kept pairs a share that rounds to 0" in w for w in warned
+    )

@@ -4,6 +4,7 @@ and spread over every source-length bucket the study reports."""
 import re
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -257,3 +258,13 @@ def test_other_language_keys_name_the_source_and_target_as_before(tmp_path):
     src = (tmp_path / "a" / "train.de").read_text("utf-8").splitlines()
     tgt = (tmp_path / "a" / "train.alt").read_text("utf-8").splitlines()
     assert list(zip(src, tgt)) == syn.generate(cfg, "train", 20)
+
+
+@pytest.mark.parametrize("name", ["rnnsearch", "seq2seq", "transformer", "multilingual"])
+def test_the_toy_configs_train_in_fp32_on_one_thread(name):
+    # bf16 (precision: auto on a CPU with bf16 units) or another thread count trains another
+    # model than the one whose output the docs show
+    from nmt.config.load import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "toy" / f"{name}.yaml")
+    assert cfg.train.precision == "fp32" and cfg.train.threads == 1
