@@ -85,12 +85,15 @@ def plain_config(config: str, model: str | None, out_dir: Path) -> Path:
     return file
 
 
-def run_worker(tree: Path, config: Path, args: argparse.Namespace, sets: list[str]) -> dict:
+def run_worker(tree: Path, config: Path, args: argparse.Namespace, new: bool) -> dict:
     cmd = [sys.executable, str(tree / "benchmarks" / "benchmark.py"), "--worker", "train"]
-    cmd += ["--config", str(config), "--precision", args.precision, "--steps", str(args.steps)]
+    precision = args.new_precision if new and args.new_precision else args.precision
+    cmd += ["--config", str(config), "--precision", precision, "--steps", str(args.steps)]
     cmd += ["--warmup", str(args.warmup), "--repeats", "1", "--threads", str(args.threads)]
-    for s in sets:
+    for s in args.new_set if new else []:
         cmd += ["--set", s]
+    if new and args.new_fp32_math:
+        cmd += ["--fp32-math", args.new_fp32_math]
     done = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
     if done.returncode:
         sys.stderr.write(done.stderr[-3000:])
@@ -108,6 +111,7 @@ def summary(runs: dict[str, list[dict]]) -> dict:
         out[side] = {k: statistics.median(r[k] for r in rows) for k in KEPT}
         out[side]["precision_used"] = rows[0]["precision_used"]
         out[side]["compile"] = rows[0]["compile"]
+        out[side]["fp32_math"] = rows[0].get("fp32_math", "ieee")
     out["ratio_tgt_tok_s"] = out["new"]["tgt_tok_s"] / out["old"]["tgt_tok_s"]
     return out
 
@@ -131,6 +135,13 @@ def main(argv: list[str] | None = None) -> dict:
         metavar="KEY=VALUE",
         help="config override for the new side only (e.g. train.compile=false)",
     )
+    ap.add_argument("--new-precision", help="train.precision of the new side (default: same)")
+    ap.add_argument(
+        "--new-fp32-math",
+        choices=["ieee", "bf16"],
+        help="the new side's fp32 CPU math (benchmark.py --fp32-math): oneDNN's bf16 math on "
+        "fp32 tensors against the old side's autocast, with --new-precision fp32",
+    )
     ap.add_argument("--out", default="ab-step.json", help="JSON output file")
     args = ap.parse_args(argv)
     old = worktree(args.base)
@@ -146,10 +157,10 @@ def main(argv: list[str] | None = None) -> dict:
         runs = {name: {"old": [], "new": []} for name in args.targets}
         for r in range(args.rounds):
             for name, config in configs.items():
-                order = [("old", old, []), ("new", ROOT, args.new_set)]
-                for side, tree, sets in order if r % 2 == 0 else order[::-1]:
+                order = [("old", old), ("new", ROOT)]
+                for side, tree in order if r % 2 == 0 else order[::-1]:
                     print(f"round {r + 1}: {name} {side} ...", file=sys.stderr, flush=True)
-                    runs[name][side].append(run_worker(tree, config, args, sets))
+                    runs[name][side].append(run_worker(tree, config, args, side == "new"))
         for name in args.targets:
             result["targets"][name] = {"runs": runs[name], **summary(runs[name])}
     write_json(args.out, result)

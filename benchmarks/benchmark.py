@@ -152,6 +152,9 @@ def train_worker(args: argparse.Namespace) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.fp32_math != "ieee":  # oneDNN's own low-precision math on fp32 tensors (no casts)
+        torch.backends.mkldnn.matmul.fp32_precision = args.fp32_math
+        torch.backends.mkldnn.rnn.fp32_precision = args.fp32_math
     cfg = load_config(
         args.config, [*args.set, f"train.precision={args.precision}", "train.progress=false"]
     )
@@ -231,6 +234,7 @@ def train_worker(args: argparse.Namespace) -> dict:
         "steps": args.steps,
         "repeats": args.repeats,
         "compile": cfg.train.compile,
+        "fp32_math": args.fp32_math,
         "warmup_steps": args.warmup,
         "warmup_s": warmup_s,
         "tgt_tok_s": tok_s,
@@ -356,6 +360,13 @@ def main() -> None:
     )
     ap.add_argument("--steps", type=int, default=10, help="timed steps per repeat")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument(
+        "--fp32-math",
+        default="ieee",
+        choices=["ieee", "bf16"],
+        help="CPU matmuls and RNNs on fp32 tensors: exact (ieee) or in oneDNN's bf16 math "
+        "(torch.backends.mkldnn.*.fp32_precision); use with --precisions fp32",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     ap.add_argument(

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(
@@ -22,7 +23,7 @@ SCRIPTS = sorted(
 
 
 def test_every_measurement_script_lives_in_benchmarks():
-    assert len(SCRIPTS) == 17
+    assert len(SCRIPTS) == 18
     left = {p.name for p in (ROOT / "scripts").glob("*.py")}
     assert left == {"gpu_check.py", "screenshot_serve.py"}
 
@@ -289,3 +290,43 @@ def test_profile_labels_leave_the_translations_unchanged(tiny_transformer_run, m
     before = [r.text for r in translator.translate(lines, beam=3)]
     label_model(translator.model)
     assert [r.text for r in translator.translate(lines, beam=3)] == before
+
+
+def test_ab_step_writes_a_study_model_as_a_config_the_old_tree_reads(tmp_path, monkeypatch):
+    """Only the keys the study file names (none newer than the base commit), the data path
+    absolute (the old tree runs in another folder)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.ab_step import plain_config
+
+    file = plain_config("configs/study/europarl.yaml", "rnnsearch", tmp_path)
+    raw = yaml.safe_load(file.read_text("utf-8"))
+    assert raw["model"]["arch"] == "rnnsearch" and raw["train"]["max_steps"] == 800
+    assert Path(raw["data"]["path"]).is_absolute()
+    assert "compile" not in raw["train"] and "train_max_words" not in raw["data"]
+    recipe = plain_config("configs/multi30k/de-en/transformer_local.yaml", None, tmp_path)
+    assert recipe.is_absolute() and recipe.is_file()
+
+
+def test_ab_step_ratio_is_of_the_medians_and_keeps_every_run(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.ab_step import KEPT, summary
+
+    def run(tok_s: float) -> dict:
+        return {
+            **dict.fromkeys(KEPT, 1.0),
+            "tgt_tok_s": tok_s,
+            "precision_used": "bf16",
+            "compile": False,
+        }
+
+    out = summary({"old": [run(100), run(300), run(200)], "new": [run(390), run(410), run(10)]})
+    assert out["old"]["tgt_tok_s"] == 200 and out["new"]["tgt_tok_s"] == 390
+    assert out["ratio_tgt_tok_s"] == pytest.approx(1.95)
+
+
+def test_ab_step_refuses_a_base_that_is_not_a_commit(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.ab_step import worktree
+
+    with pytest.raises(SystemExit, match="not a commit"):
+        worktree("no-such-commit-0000")

@@ -15,10 +15,17 @@ def hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def yaml_word(value: Any) -> str:
+    """A literal as a YAML file writes it (true, not True)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value if isinstance(value, str) else repr(value)
+
+
 def type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
-        return " | ".join(repr(a) if not isinstance(a, str) else a for a in typing.get_args(tp))
+        return " | ".join(yaml_word(a) for a in typing.get_args(tp))
     if origin in (Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         return f"{type_name(args[0])} or null"
@@ -57,7 +64,8 @@ def coerce(value: Any, tp: Any, key: str, where: str) -> Any:
         inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
         return coerce(value, inner, key, where)
     if origin is Literal:
-        if value not in typing.get_args(tp):
+        # typed: 1 is not true, and "true" (a string) is not true
+        if not any(value == a and type(value) is type(a) for a in typing.get_args(tp)):
             raise NmtError(str(bad()) + did_you_mean(value, typing.get_args(tp)))
         return value
     if origin is list:

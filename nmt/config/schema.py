@@ -278,7 +278,11 @@ class TrainConfig:
     patience: int = opt(0, "stop after this many validations without improvement (0 = never)", lo=0)
     keep_last: int = opt(3, "keep this many recent step checkpoints", lo=1)
     max_bad_steps: int = opt(5, "stop after this many consecutive non-finite losses", lo=1)
-    compile: bool = opt(False, "wrap the model in torch.compile")
+    compile: Literal["auto", True, False] = opt(
+        "auto",
+        "torch.compile the model: auto where it was measured faster than eager for the device "
+        "and architecture (nmt/training/compile.py), else eager; true compiles or fails",
+    )
     progress: bool = opt(
         True, "show a tqdm progress bar (on a terminal only, never in a pipe or file)"
     )
@@ -342,11 +346,6 @@ class DecodeConfig:
         "multilingual model's zero-shot output in the asked language",
         lo=0,
     )
-    sample: bool = opt(
-        False, "sample tokens instead of searching (nbest = samples per sentence; beam is ignored)"
-    )
-    temperature: float = opt(1.0, "sampling: divide the log-probs by this", lo=0.0, lo_open=True)
-    top_k: int = opt(0, "sampling: draw from the k most probable tokens only (0 = all)", lo=0)
     max_phrases: int = opt(
         16,
         "lexical constraints: most phrases (included and excluded together) per sentence; more "
@@ -362,6 +361,11 @@ class DecodeConfig:
         "decoding)",
         lo=1,
     )
+    sample: bool = opt(
+        False, "sample tokens instead of searching (nbest = samples per sentence; beam is ignored)"
+    )
+    temperature: float = opt(1.0, "sampling: divide the log-probs by this", lo=0.0, lo_open=True)
+    top_k: int = opt(0, "sampling: draw from the k most probable tokens only (0 = all)", lo=0)
     top_p: float = opt(
         1.0,
         "sampling: draw from the smallest set of tokens holding this much probability (1 = all)",

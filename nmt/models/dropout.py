@@ -20,7 +20,8 @@ from torch import Tensor, nn
 def byte_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     if not training or p <= 0.0:
         return x
-    if x.device.type != "cpu":
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
+        # (compiled, the compiler fuses F.dropout's random numbers into the kernel around it)
         return F.dropout(x, p, training=True)
     cut = round(256 * p)
     if cut >= 256:

@@ -74,16 +74,21 @@ class LogWindow:
         self.padding += sum(b.padding for b in batches)
         self.batches += len(batches)
 
-    def row(self, step: int, epoch: int, out: dict, peak_mem_mb: float) -> dict:
-        """The metrics.jsonl row of this window, ending with the step that returned `out`."""
+    def row(
+        self, step: int, epoch: int, out: dict, peak_mem_mb: float, compile_s: float = 0.0
+    ) -> dict:
+        """The metrics.jsonl row of this window, ending with the step that returned `out`;
+        `compile_s`: the window's seconds of compilation, left out of tok_s and reported."""
         loss = self.loss / self.tokens
+        seconds = max(time.time() - self.start - compile_s, 1e-9)
         return {
             "step": step,
             "split": "train",
             "epoch": epoch + 1,
             "loss": loss,
             "ppl": math.exp(min(loss, 50)),
-            "tok_s": self.tokens / (time.time() - self.start),
+            "tok_s": self.tokens / seconds,
+            **({"compile_s": compile_s} if compile_s else {}),
             "padding": self.padding / self.batches,
             "lr": out["lr"],
             "grad_norm": float(out["grad_norm"]),
@@ -154,6 +159,8 @@ def log_train_row(row: dict) -> None:
         row["grad_norm"],
         row["peak_mem_mb"],
     )
+    if row.get("compile_s"):
+        log.info("step %d: %.1f s compiling (not in tok/s)", row["step"], row["compile_s"])
 
 
 def log_valid_row(row: dict, improved: bool) -> None:

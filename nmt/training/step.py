@@ -13,6 +13,7 @@ from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel, host_lengths
+from nmt.training.compile import EagerFallback, compile_module, should_compile
 from nmt.training.distributed import DistInfo, all_reduce_sum_
 from nmt.training.rng import rank_seed, seed_everything
 from nmt.training.schedule import Schedule
@@ -30,8 +31,9 @@ class Optimised(Protocol):
     scaler: torch.amp.GradScaler
 
 
-def wrap_model(model: NMTModel, tc: TrainConfig, dist: DistInfo) -> torch.nn.Module:
-    """The module the steps run: the model under DDP with several ranks, compiled on request."""
+def wrap_model(model: NMTModel, tc: TrainConfig, dist: DistInfo, arch: str) -> torch.nn.Module:
+    """The module the steps run: the model under DDP with several ranks, compiled where
+    `train.compile` says (nmt.training.compile)."""
     net: torch.nn.Module = model
     if dist.world > 1:
         # Parameters start equal on every rank (DDP broadcasts rank 0's); dropout differs.
@@ -45,9 +47,10 @@ def wrap_model(model: NMTModel, tc: TrainConfig, dist: DistInfo) -> torch.nn.Mod
         )
         cuda = dist.device.type == "cuda"
         net = ddp(net, device_ids=[dist.local_rank] if cuda else None, **no_sync)
-    if tc.compile:
+    if should_compile(tc.compile, dist.device, arch):
         # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
-        net = torch.compile(net)
+        compiled = compile_module(net)
+        net = compiled if tc.compile is True else EagerFallback(compiled, net)
     return net
 
 

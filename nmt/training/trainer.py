@@ -31,6 +31,7 @@ from nmt.precision import autocast_for, cpu_has_bf16, resolve_precision, set_tf3
 from nmt.run_dir import RunDir
 from nmt.training.checkpoints import Progress, TrainCheckpoints
 from nmt.training.clock import TrainClock
+from nmt.training.compile import compile_seconds
 from nmt.training.distributed import DistInfo, all_reduce_flag, barrier
 from nmt.training.log import (
     LogWindow,
@@ -104,7 +105,7 @@ class Trainer:
         if self.device.type == "cuda":
             set_tf32(self.tc.tf32)
         self.model = model.to(self.device)
-        self.net = wrap_model(self.model, self.tc, dist)
+        self.net = wrap_model(self.model, self.tc, dist, cfg.model.arch)
         self.opt = make_optimizer(self.model, self.tc, self.device)
         self.sched = Schedule(self.tc)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
@@ -230,6 +231,7 @@ class Trainer:
         # a checkpoint saved on a signal comes after its run's last validation
         self._last_valid = self.p.history[-1]["step"] if self.p.history else -1
         self._window = LogWindow()
+        self._compiled = compile_seconds()
         self._pace = PaceLog(self.p.step, self.tc.max_steps)
         try:
             with self.stops.catching_signals():
@@ -304,7 +306,11 @@ class Trainer:
             self.stop_reason = reason
 
     def _log_train(self, out: dict, bar: tqdm) -> None:
-        row = self._window.row(self.p.step, self.p.epoch, out, peak_memory_mb(self.device))
+        compiled = compile_seconds()
+        row = self._window.row(
+            self.p.step, self.p.epoch, out, peak_memory_mb(self.device), compiled - self._compiled
+        )
+        self._compiled = compiled
         self.metrics.write(row)
         if self.main:
             log_train_row(row)

@@ -1,0 +1,133 @@
+"""Whether the training step runs compiled (`train.compile`), where the compiler keeps its cache,
+and how long compiling took.
+
+`auto` compiles only where `benchmarks/ab_step.py` measured the compiled step faster than eager
+for that device and architecture (`COMPILE_WINS`); everywhere else, and where no C++ compiler
+is found, it runs eager. An explicit `true` compiles or fails in one line.
+
+The compiled kernels are cached on disk under the user's cache folder, beside the prepared
+corpora ($NMT_CACHE/compile, default ~/.cache/nmt/compile), so a resumed run, a study's next
+model or the next command reuses them. The cache writes each entry to a temporary file and
+renames it into place, so two processes may fill it at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Optional, Union
+
+import torch
+
+from nmt.errors import NmtError
+
+log = logging.getLogger("nmt")
+
+# (device type, architecture) -> the compiled step measured faster than eager. Absent: unmeasured,
+# so `auto` runs eager. See docs/performance.md for the A/B runs behind each entry.
+COMPILE_WINS: dict[tuple[str, str], bool] = {
+    ("cpu", "transformer"): False,
+    ("cpu", "rnnsearch"): False,
+    ("cpu", "seq2seq"): False,
+}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt")) / "compile"
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler the CPU backend would call (None where there is none)."""
+    return shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+
+
+def should_compile(setting: Union[str, bool], device: torch.device, arch: str) -> bool:
+    """`train.compile` resolved for this device and architecture; logs why (one line)."""
+    where = f"{device.type}, {arch}"
+    if setting is False:
+        return False
+    missing = device.type == "cpu" and cxx_compiler() is None
+    if setting is True:
+        if missing:
+            raise NmtError(
+                "'train.compile: true' needs a C++ compiler on the CPU (none found: install "
+                "g++ or set CXX), or set train.compile to auto or false"
+            )
+        log.info(f"compile: on (train.compile: true; {where})")
+        return True
+    wins = COMPILE_WINS.get((device.type, arch))
+    if missing or not wins:
+        if missing:
+            why = "no C++ compiler found"
+        else:
+            why = "not measured here" if wins is None else "measured slower than eager here"
+        log.info(f"compile: off (train.compile: auto; {where}: {why})")
+        return False
+    log.info(f"compile: on (train.compile: auto; {where}: measured faster than eager)")
+    return True
+
+
+class EagerFallback(torch.nn.Module):
+    """Runs the compiled module; if compiling fails (no working compiler, an unsupported op),
+    warns once and runs the eager module from then on (`train.compile: auto`)."""
+
+    def __init__(self, compiled: torch.nn.Module, eager: torch.nn.Module) -> None:
+        super().__init__()
+        self.compiled, self.eager = compiled, eager
+        self.failed = False
+
+    def forward(self, *args, **kwargs):
+        if not self.failed:
+            try:
+                return self.compiled(*args, **kwargs)
+            except torch._dynamo.exc.TorchDynamoException as e:  # includes backend failures
+                self.failed = True
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                log.warning(f"compile failed, training eager instead: {first[:200]}")
+        return self.eager(*args, **kwargs)
+
+    def no_sync(self):
+        """DDP's no_sync of the wrapped module (gradient accumulation)."""
+        return self.eager.no_sync()
+
+
+class _CompileTime:
+    """Seconds spent compiling in this process, from the compiler's own start/end callbacks
+    (registered once, on first use)."""
+
+    seconds = 0.0
+    started: Optional[float] = None
+    registered = False
+
+    @classmethod
+    def begin(cls, *_args) -> None:
+        cls.started = time.perf_counter()
+
+    @classmethod
+    def end(cls, *_args) -> None:
+        if cls.started is not None:
+            cls.seconds += time.perf_counter() - cls.started
+            cls.started = None
+
+
+def compile_seconds() -> float:
+    """Seconds this process has spent compiling so far (the training log reports them apart
+    from the step time)."""
+    if not _CompileTime.registered:
+        torch._dynamo.callback.on_compile_start(_CompileTime.begin)
+        torch._dynamo.callback.on_compile_end(_CompileTime.end)
+        _CompileTime.registered = True
+    return _CompileTime.seconds
+
+
+def compile_module(net: torch.nn.Module) -> torch.nn.Module:
+    """`net` under torch.compile, with the kernel cache in `cache_dir()` (unless the user
+    chose another with TORCHINDUCTOR_CACHE_DIR). Lengths and batch sizes are dynamic from the
+    start: token-bucketed batches change shape every step, and one graph with symbolic sizes
+    serves them all instead of a recompilation per shape."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(cache_dir() / "triton"))
+    return torch.compile(net, dynamic=True)

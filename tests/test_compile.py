@@ -1,0 +1,108 @@
+"""train.compile: auto runs eager where the compiled step was not measured faster, true compiles
+(or fails in one line without a C++ compiler), a failing compile under auto falls back to eager
+with one warning, compile seconds are reported apart from step time, and the kernel cache lives
+under NMT_CACHE."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.config.load import load_config
+from nmt.errors import NmtError
+from nmt.jobs import train as train_job
+from nmt.training import compile as compile_mod
+from nmt.training.compile import COMPILE_WINS, EagerFallback, should_compile
+from nmt.training.log import LogWindow
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_train import metrics, write_config  # noqa: E402
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("arch", ["seq2seq", "rnnsearch", "transformer"])
+def test_auto_runs_eager_on_a_cpu_where_compiling_measured_slower(arch, caplog):
+    assert COMPILE_WINS[("cpu", arch)] is False
+    with caplog.at_level(logging.INFO, logger="nmt"):
+        assert should_compile("auto", CPU, arch) is False
+    assert "compile: off (train.compile: auto; cpu, " + arch in caplog.text
+    assert "measured slower than eager" in caplog.text
+
+
+def test_auto_on_an_unmeasured_device_runs_eager_and_says_so(caplog):
+    with caplog.at_level(logging.INFO, logger="nmt"):
+        assert should_compile("auto", torch.device("cuda"), "transformer") is False
+    assert "not measured here" in caplog.text
+
+
+def test_false_never_compiles():
+    assert should_compile(False, CPU, "transformer") is False
+
+
+def test_true_without_a_cxx_compiler_is_one_line_naming_the_key(monkeypatch):
+    monkeypatch.setattr(compile_mod, "cxx_compiler", lambda: None)
+    with pytest.raises(NmtError) as err:
+        should_compile(True, CPU, "transformer")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "'train.compile: true'" in message and "C++ compiler" in message
+
+
+def test_auto_without_a_cxx_compiler_runs_eager_even_where_compiling_wins(monkeypatch, caplog):
+    monkeypatch.setattr(compile_mod, "cxx_compiler", lambda: None)
+    monkeypatch.setitem(COMPILE_WINS, ("cpu", "transformer"), True)
+    with caplog.at_level(logging.INFO, logger="nmt"):
+        assert should_compile("auto", CPU, "transformer") is False
+    assert "no C++ compiler found" in caplog.text
+
+
+def test_a_failing_compile_under_auto_warns_once_and_trains_eager(caplog):
+    class Broken(torch.nn.Module):
+        calls = 0
+
+        def forward(self, x):
+            Broken.calls += 1
+            raise torch._dynamo.exc.BackendCompilerFailed(
+                lambda: None, RuntimeError("no cc1plus"), None
+            )
+
+    eager = torch.nn.Linear(3, 2)
+    net = EagerFallback(Broken(), eager)
+    x = torch.randn(4, 3)
+    with caplog.at_level(logging.WARNING, logger="nmt"):
+        first, second = net(x), net(x)
+    assert torch.equal(first, eager(x)) and torch.equal(second, eager(x))
+    assert Broken.calls == 1  # not retried on every step
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "compile failed, training eager instead" in warnings[0].message
+    assert "\n" not in warnings[0].message
+
+
+def test_compile_seconds_are_left_out_of_tokens_per_second():
+    window = LogWindow(start=time.time() - 10.0, tokens=1000.0, loss=2000.0, batches=1)
+    out = {"lr": 1e-3, "grad_norm": torch.tensor(1.0)}
+    plain = window.row(5, 0, out, 0.0)
+    compiled = window.row(5, 0, out, 0.0, compile_s=8.0)
+    assert "compile_s" not in plain and compiled["compile_s"] == 8.0
+    assert plain["tok_s"] == pytest.approx(100, rel=0.05)
+    assert compiled["tok_s"] == pytest.approx(500, rel=0.1)  # 1,000 tokens in the 2 s not compiling
+
+
+def test_true_trains_a_compiled_transformer_with_its_cache_under_nmt_cache(
+    tmp_path, monkeypatch, nmt_cache
+):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    cfg = write_config(tmp_path, "transformer", max_steps=3, log_every=3, compile=True)
+    run = train_job.train(load_config(cfg)).run
+    rows = [m for m in metrics(run) if m["split"] == "train"]
+    assert len(rows) == 1 and torch.isfinite(torch.tensor(rows[0]["loss"]))
+    assert rows[0]["compile_s"] > 0  # reported apart from the step time
+    assert "compile: on (train.compile: true" in (run / "train.log").read_text()
+    inductor = nmt_cache / "compile" / "inductor"
+    assert inductor.is_dir() and any(inductor.rglob("*.py"))
