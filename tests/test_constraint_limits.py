@@ -76,6 +76,30 @@ def test_an_excluded_phrase_inside_an_included_one_as_text_is_refused(tok):
     assert pos and neg
 
 
+@pytest.mark.parametrize("include, exclude", [("shirts", "shirt"), ("weyos", "weyo")])
+def test_an_excluded_phrase_whose_pieces_run_inside_an_included_ones_is_refused(
+    tok, include, exclude
+):
+    # "shirts" is "▁shirt s": the search bans the excluded pieces even inside a longer word,
+    # so the included phrase could never be written (the text check alone let this through).
+    inc, exc = tok.tgt.encode([include, exclude])
+    assert inc[: len(exc)] == exc and len(inc) > len(exc)
+    c = LineConstraints((include,), (exclude,))
+    assert error(lambda: encode_line(tok, c, 100, "line 4")) == (
+        f"line 4: excluded phrase {exclude!r} is part of included phrase {include!r}; the "
+        f"two can never both hold"
+    )
+
+
+def test_a_word_the_vocabulary_cannot_spell_is_named_short_however_long(tmp_path):
+    lines = [s for s, _ in tiny_pairs(200)]
+    words = Tokenizer.build(VocabConfig(type="word", size=60), lines, lines, False, seed=1)
+    letters = sorted({ch for line in lines for ch in line if ch.isalpha()})
+    word = "".join(letters[i % len(letters)] for i in range(80_000))  # known letters, no word
+    message = error(lambda: encode_line(words, LineConstraints((word,)), 100, "constraints.0"))
+    assert "the target vocabulary cannot spell" in message and len(message) < 300
+
+
 @pytest.mark.parametrize(
     "c, limit",
     [

@@ -14,7 +14,7 @@ max_phrase_tokens) are checked on the text, before any phrase is encoded.
 A phrase is met when its text is in the translation's text as whole words (`holds`): not glued
 to a letter or digit on either side, except in scripts written without spaces, where any
 occurrence counts. That is what every report counts (`unmet`, `nmt evaluate`'s "N of M phrases
-met"), and what refuses an excluded phrase inside an included one.
+met"), and, with the pieces, what refuses an excluded phrase inside an included one.
 """
 
 from __future__ import annotations
@@ -215,25 +215,33 @@ def _unknown_part(tok: Tokenizer, text: str) -> str:
             return ch
     for word in (text.lower() if tok.lowercase else text).split():
         if UNK in tok.tgt.encode(word):
-            return word
-    return text
+            return _short(word)
+    return _short(text)
 
 
 def _check_exclusions(
     tok: Tokenizer, out: tuple[list[list[int]], list[list[int]]], c: LineConstraints, where: str
 ) -> None:
-    """No excluded phrase inside an included one, compared as the search treats them: on the
-    text their pieces spell, as whole words (excluding "shirt" keeps "t-shirt" out too)."""
+    """No excluded phrase inside an included one, in either of the two ways the search keeps it
+    out: as whole words of the text their pieces spell (excluding "shirt" keeps "t-shirt" out
+    too), or as a run of the included phrase's pieces ("▁shirt" inside "▁shirt s": excluded
+    pieces are banned even inside a longer word)."""
     if not (out[0] and out[1]):
         return
     included = tok.decode_tgt(out[0])
-    for text, excluded in zip(c.exclude, tok.decode_tgt(out[1])):
-        for inside, included_text in zip(c.include, included):
-            if holds(included_text, excluded):
+    for text, excluded, ids in zip(c.exclude, tok.decode_tgt(out[1]), out[1]):
+        for inside, included_text, inside_ids in zip(c.include, included, out[0]):
+            if holds(included_text, excluded) or _runs_inside(ids, inside_ids):
                 raise NmtError(
-                    f"{where}: excluded phrase {text!r} is part of included phrase "
-                    f"{inside!r}; the two can never both hold"
+                    f"{where}: excluded phrase {_short(text)!r} is part of included phrase "
+                    f"{_short(inside)!r}; the two can never both hold"
                 )
+
+
+def _runs_inside(ids: list[int], longer: list[int]) -> bool:
+    """Whether `ids` is a contiguous run of `longer`."""
+    n = len(ids)
+    return any(longer[j : j + n] == ids for j in range(len(longer) - n + 1))
 
 
 def _short(text: str, most: int = 40) -> str:

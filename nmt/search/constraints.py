@@ -129,8 +129,8 @@ def check_constraints(
     positive: Optional[Phrases], negative: Optional[Phrases], reserved: Sequence[int] = ()
 ) -> None:
     """Raise NmtError, naming the sentence (counted from 0), for an empty phrase or an id that
-    is not an ordinary target id. (A negative phrase inside a positive one is refused on text,
-    where users write them: `nmt.data.constraints_file.encode_line`.)"""
+    is not an ordinary target id. (A negative phrase inside a positive one is refused, on text
+    and on pieces, where users write them: `nmt.data.constraints_file.encode_line`.)"""
     if positive is not None and negative is not None and len(positive) != len(negative):
         raise NmtError(
             f"{len(positive)} positive and {len(negative)} negative constraint lists; expected "
