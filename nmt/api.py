@@ -19,7 +19,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence, overload
+from typing import Any, Iterator, Mapping, Optional, Sequence, overload
 
 from nmt.config import DecodeConfig
 from nmt.config.load import with_decode_options
@@ -174,6 +174,11 @@ class Translator:
         quantization of the linear layers (CPU only, fp32 activations); `decode`: decode.*
         settings over the run's, checked as the config's (e.g. {"language_vocab": 10})."""
         where = "Translator.load(decode=...)"
+        if decode is not None and not isinstance(decode, Mapping):
+            raise NmtError(
+                f"{where}: expected a dict of decode.* settings (e.g. {{'beam': 5}}) or None, "
+                f"got {type(decode).__name__} {decode!r:.40}"
+            )
         return cls(load_for_decoding(run_or_checkpoint, device, precision, int8, decode, where))
 
     def tokenizer(self, tgt_lang: Optional[str] = None) -> Tokenizer:
@@ -301,6 +306,9 @@ class Translator:
         """The decode settings of one call (see `translate`): the checkpoint's decode.* with the
         call's batch_tokens and sampling (checked as the config's), beam (default: decode.beam)
         and nbest, made and checked once (`nmt.decode.decode_settings`)."""
+        _check_count("beam", beam)
+        _check_count("nbest", nbest, none=False)
+        _check_count("batch_tokens", batch_tokens)
         options = {} if sampling is None else {"sample": True, **asdict(sampling)}
         if batch_tokens is not None:
             options["batch_tokens"] = batch_tokens
@@ -431,3 +439,11 @@ def _valid_bleu(checkpoint: Path, step: int) -> Optional[float]:
         ]
         return float(bleus[-1]) if bleus else None
     return None
+
+
+def _check_count(name: str, value: Any, none: bool = True) -> None:
+    """`value` an integer (or None where `none`), else one error naming the argument."""
+    if (value is not None or not none) and type(value) is not int:
+        expected = "an integer" + (" or None" if none else "")
+        got = f"{type(value).__name__} {value!r:.40}"
+        raise NmtError(f"Translator.translate({name}=...): expected {expected}, got {got}")

@@ -217,6 +217,31 @@ def test_texts_that_are_not_strings_are_one_error_naming_the_argument(translator
     assert str(e.value) == message
 
 
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        ({"beam": "5"}, "Translator.translate(beam=...): expected an integer or None, got str '5'"),
+        ({"nbest": 1.0}, "Translator.translate(nbest=...): expected an integer, got float 1.0"),
+        ({"beam": True}, "Translator.translate(beam=...): expected an integer or None, got bool"),
+    ],
+)
+def test_a_beam_or_nbest_that_is_not_an_integer_is_one_error_naming_it(translator, call, message):
+    with pytest.raises(NmtError) as e:
+        translator.translate(["le"], **call)
+    assert str(e.value).startswith(message)
+
+
+def test_decode_settings_at_load_that_are_not_a_dict_are_one_error_naming_the_argument(
+    tiny_transformer_run,
+):
+    with pytest.raises(NmtError) as e:
+        Translator.load(tiny_transformer_run, decode=5)
+    assert str(e.value) == (
+        "Translator.load(decode=...): expected a dict of decode.* settings (e.g. {'beam': 5}) "
+        "or None, got int 5"
+    )
+
+
 def test_a_bad_decode_setting_at_load_names_the_argument_not_the_command_line(
     tiny_transformer_run,
 ):
