@@ -221,6 +221,63 @@ def test_two_thousand_phrases_on_one_sentence_are_one_line_before_any_decoding(
     )
 
 
+@pytest.mark.parametrize(
+    "command, flag, line, message",
+    [
+        (
+            "translate",
+            "--max-phrases",
+            "{}\t{}\t{}",
+            "3 phrases, more than the limit of 2 per sentence",
+        ),
+        ("evaluate", "--max-phrase-words", "{} {} {}", "has 3 words, more than the limit of 2"),
+        ("translate", "--max-phrase-tokens", "{} {} {}", "more than the limit of 2"),
+    ],
+)
+def test_the_cli_changes_each_constraint_limit_over_the_runs_config(
+    tiny_transformer_run, corpus, tmp_path, capsys, command, flag, line, message
+):
+    src, cons = tmp_path / "in.txt", tmp_path / "cons.tsv"
+    src.write_text("les saton midos\n", "utf-8")
+    words = list(dict.fromkeys((corpus / "test.tgt").read_text("utf-8").split()))[:3]
+    cons.write_text(line.format(*words) + "\n", "utf-8")
+    files = ["-i", str(src), "-o", str(tmp_path / "o")]
+    if command == "evaluate":
+        files = ["--src", str(src), "--ref", str(src), "--report", str(tmp_path / "r")]
+    argv = [command, str(tiny_transformer_run), *files, "--constraints", str(cons)]
+    assert main([*argv, flag, "2"]) == 2
+    assert message in one_error_line(capsys)
+    assert main([*argv, flag, "16"]) == 0  # within the raised limit (the run says 16, 8, 24)
+
+
+def test_more_than_256_phrases_per_sentence_is_refused_at_startup_in_one_line(
+    tiny_transformer_run, tmp_path, capsys
+):
+    src = tmp_path / "in.txt"
+    src.write_text("les saton midos\n", "utf-8")
+    assert (
+        main(["translate", str(tiny_transformer_run), "-i", str(src), "--max-phrases", "257"]) == 2
+    )
+    line = one_error_line(capsys)
+    assert "decode.max_phrases" in line and "256" in line
+
+
+def test_serve_takes_the_same_constraint_limit_options_and_a_request_limit_of_64():
+    import argparse
+
+    from nmt.cli import serve, translate
+
+    parsers = {}
+    for module in (serve, translate):
+        sub = argparse.ArgumentParser().add_subparsers()
+        module.register(sub)
+        (parsers[module],) = sub.choices.values()
+    flags = ("--max-phrases", "--max-phrase-words", "--max-phrase-tokens")
+    for p in parsers.values():
+        assert all(f in p._option_string_actions for f in flags)
+    assert parsers[serve].parse_args(["run"]).max_request_phrases == 64
+
+
 def test_running_out_of_memory_is_one_line_naming_what_to_lower(
     tiny_transformer_run, tmp_path, capsys, monkeypatch
 ):

@@ -67,6 +67,7 @@ def decode_args(p: argparse.ArgumentParser) -> None:
         help="never repeat an n-gram of N tokens (default: decode.no_repeat_ngram)",
     )
     language_vocab_arg(p)
+    constraint_limit_args(p)
     g = p.add_argument_group("sampling (instead of search; --nbest K draws K samples)")
     g.add_argument(
         "--sample", action="store_true", default=None, help="sample each token instead of searching"
@@ -87,6 +88,20 @@ def language_vocab_arg(p: argparse.ArgumentParser) -> None:
         "(reads the run's data; keeps zero-shot output in the asked language; default: "
         "decode.language_vocab)",
     )
+
+
+def constraint_limit_args(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """--max-phrases, --max-phrase-words, --max-phrase-tokens (decode.max_phrases...): the
+    limits on lexical constraints, over the run's decode config; translate, evaluate and serve
+    take them (docs/terminology.md#limits). The group, for serve's request limit."""
+    g = p.add_argument_group("limits on constraints (more is refused before decoding)")
+    for flag, what, key in (
+        ("--max-phrases", "phrases per sentence, included and excluded", "max_phrases, 16"),
+        ("--max-phrase-words", "words per phrase", "max_phrase_words, 8"),
+        ("--max-phrase-tokens", "target subword tokens per phrase", "max_phrase_tokens, 24"),
+    ):
+        g.add_argument(flag, type=positive, metavar="N", help=f"{what} (default: decode.{key})")
+    return g
 
 
 TRANSLATE_TGT_HELP = (
@@ -132,6 +147,9 @@ def decode_overrides(a: argparse.Namespace) -> dict:
         "batch_tokens",
         "no_repeat_ngram",
         "language_vocab",
+        "max_phrases",
+        "max_phrase_words",
+        "max_phrase_tokens",
         "sample",
         "temperature",
         "top_k",

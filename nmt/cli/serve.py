@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt.cli.options import count, language_vocab_arg, positive
+from nmt.cli.options import constraint_limit_args, count, language_vocab_arg, positive
 from nmt.errors import NmtError
+from nmt.serve import REQUEST_PHRASES
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -48,32 +49,15 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 
 def _limit_args(sv: argparse.ArgumentParser) -> None:
-    """The limits on a request's lexical constraints (docs/terminology.md#limits)."""
-    g = sv.add_argument_group("limits on constraints (refused with a 422 naming the limit)")
-    g.add_argument(
-        "--max-phrases",
-        type=positive,
-        metavar="N",
-        help="phrases per sentence, included and excluded (default: decode.max_phrases, 16)",
-    )
-    g.add_argument(
-        "--max-phrase-words",
-        type=positive,
-        metavar="N",
-        help="words per phrase (default: decode.max_phrase_words, 8)",
-    )
-    g.add_argument(
-        "--max-phrase-tokens",
-        type=positive,
-        metavar="N",
-        help="target subword tokens per phrase (default: decode.max_phrase_tokens, 24)",
-    )
+    """The limits on a request's lexical constraints (docs/terminology.md#limits): the
+    per-sentence ones translate and evaluate share, and the request's."""
+    g = constraint_limit_args(sv)
     g.add_argument(
         "--max-request-phrases",
         type=positive,
-        default=256,
+        default=REQUEST_PHRASES,
         metavar="N",
-        help="phrases in all of a request's sentences (default: 256)",
+        help=f"phrases in all of a request's sentences (default: {REQUEST_PHRASES})",
     )
 
 

@@ -351,6 +351,7 @@ class DecodeConfig:
         "lexical constraints: most phrases (included and excluded together) per sentence; more "
         "is refused before decoding (the constrained search's memory grows with their square)",
         lo=1,
+        hi=256,
     )
     max_phrase_words: int = opt(
         8, "lexical constraints: most words per phrase (more is refused before decoding)", lo=1

@@ -19,6 +19,7 @@ from nmt.api import Sampling, Translator
 from nmt.config import DecodeConfig
 from nmt.data.constraints_file import LimitExceeded
 from nmt.errors import NmtError
+from nmt.serve import REQUEST_PHRASES
 from nmt.serve.batcher import Options
 from nmt.text_translation import check_pivot_options
 
@@ -32,7 +33,7 @@ class Limits:
     max_sentences: int = 64  # per request (413 beyond)
     max_bytes: int = 256 * 1024  # request body (413 beyond)
     max_beam: int = 16
-    max_request_phrases: int = 256  # constraint phrases in all of a request's texts (422 beyond)
+    max_request_phrases: int = REQUEST_PHRASES  # in all of a request's texts (422 beyond)
 
 
 # ---------------------------------------------------------------------------------- schemas
