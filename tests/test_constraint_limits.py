@@ -315,3 +315,44 @@ def test_each_constraints_file_gets_its_own_report_never_another_files(
     assert made[0].name == "eval_file_test_beam3_constrained_terms"
     assert made[1].name == "eval_file_test_beam3_constrained_other"
     assert made[2].name.startswith("eval_file_test_beam3_constrained_terms_")
+
+
+def test_rerunning_a_constraints_file_writes_into_its_own_report_and_stems_never_mix(
+    tiny_transformer_run, corpus, tmp_path
+):
+    run = Path(shutil.copytree(tiny_transformer_run, tmp_path / "run"))
+    refs = (corpus / "test.tgt").read_text("utf-8").splitlines()
+    files = ["--src", str(corpus / "test.src"), "--ref", str(corpus / "test.tgt")]
+    wrote = []
+    for where in ["e1/c.tsv", "e2/c.tsv", "e1/c.tsv", "e1/cat.tsv"]:
+        path = tmp_path / where
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("".join(r.split()[0] + "\n" for r in refs), "utf-8")
+        argv = ["evaluate", str(run), *files, "--constraints", str(path), "--bootstrap", "0"]
+        assert main(argv) == 0
+        (report,) = [
+            p
+            for p in run.glob("eval_*_constrained*")
+            if json.loads((p / "scores.json").read_text())["constraints"]["file"]
+            == str(path.resolve())
+        ]
+        wrote.append(report.name)
+    assert wrote[0] == "eval_file_test_beam3_constrained_c"
+    assert wrote[1].startswith("eval_file_test_beam3_constrained_c_")  # another c.tsv
+    assert wrote[2] == wrote[0]  # the first file again: its own report, not a new one
+    assert wrote[3] == "eval_file_test_beam3_constrained_cat"  # c's reports don't hold cat's
+    assert len(list(run.glob("eval_*_constrained*"))) == 3
+
+
+def test_a_checkpoint_other_than_best_pt_gets_its_own_report_beside_best_pts(
+    tiny_transformer_run, corpus, tmp_path
+):
+    run = Path(shutil.copytree(tiny_transformer_run, tmp_path / "run"))
+    files = ["--src", str(corpus / "test.src"), "--ref", str(corpus / "test.tgt")]
+    assert main(["evaluate", str(run), *files, "--bootstrap", "0"]) == 0
+    shutil.copy(run / "best.pt", run / "averaged.pt")  # as nmt average -o RUN/averaged.pt
+    assert main(["evaluate", str(run / "averaged.pt"), *files, "--bootstrap", "0"]) == 0
+    best = json.loads((run / "eval_file_test_beam3" / "scores.json").read_text())
+    averaged = json.loads((run / "eval_file_test_beam3_averaged" / "scores.json").read_text())
+    assert Path(best["checkpoint"]).name == "best.pt"  # not overwritten
+    assert Path(averaged["checkpoint"]).name == "averaged.pt"

@@ -9,7 +9,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -286,19 +286,28 @@ def report_place(
     constrained: bool,
     way: Optional[Way] = None,
 ) -> tuple[Path, str]:
-    """The report directory (given, or RUN/eval_NAME_beamK..., with `_constrained_FILE` beside
-    the unconstrained report of the same set and beam, FILE the constraints file's name
-    (`constrained_name`), `_vocabN` for decode.language_vocab N, and a multilingual model's
+    """The report directory (given, or RUN/eval_NAME_beamK..., with `_STEM` for a checkpoint
+    of a run other than its best.pt (`_averaged`, `_step_500`), `_constrained_FILE` for a constraints file
+    (`constrained_report`), `_vocabN` for decode.language_vocab N, and a multilingual model's
     direction last: `_de-fr`, `_de-fr_via_en`) and the model's name."""
     run = RunDir.of_checkpoint(meta["path"])
     members = f"_ensemble{len(meta['ensemble'])}" if "ensemble" in meta else ""
-    held = constrained_name(run, o.constraints_file) if constrained else ""
-    suffix = f"{members}{'_int8' if o.int8 else ''}{held}"
+    checkpoint = Path(meta["path"])  # in a run, best.pt's report is never another's
+    if not members and run.config.is_file() and checkpoint.name != RunDir.BEST:
+        members = f"_{checkpoint.stem}"
+    before = f"{members}{'_int8' if o.int8 else ''}"
     vocab = cfg.decode.language_vocab  # a masked vocabulary changes the output: its own report
-    suffix += f"_vocab{vocab}" if vocab else ""
+    after = f"_vocab{vocab}" if vocab else ""
     if way is not None:
-        suffix += f"_{way.name}" + (f"_via_{way.pivot}" if way.pivot else "")
-    report = Path(o.report_dir) if o.report_dir else run.report(name, k, suffix)
+        after += f"_{way.name}" + (f"_via_{way.pivot}" if way.pivot else "")
+    if o.report_dir:
+        report = Path(o.report_dir)
+    elif constrained:
+        report = constrained_report(
+            o.constraints_file, lambda held: run.report(name, k, f"{before}{held}{after}")
+        )
+    else:
+        report = run.report(name, k, before + after)
     ensemble = f", ensemble of {len(meta['ensemble'])}" if "ensemble" in meta else ""
     extra = f"{', int8' if o.int8 else ''}{', constrained' if constrained else ''}"
     extra += f", language vocabulary >= {vocab}" if vocab else ""
@@ -308,22 +317,31 @@ def report_place(
     )
 
 
-def constrained_name(run: RunDir, path: Optional[str]) -> str:
-    """`_constrained_STEM` for the constraints file STEM.tsv, so that two files' reports never
-    share a directory; where another file of that stem already has a report in the run,
-    `_constrained_STEM_HASH` (a hash of this file's full path)."""
+def constrained_report(path: Optional[str], place: Callable[[str], Path]) -> Path:
+    """The report of a constraints file, `place("_constrained_STEM")` for the file STEM.tsv, so
+    that two files' reports never share a directory: the report whose scores.json records this
+    file (its absolute path), else that name where no other file's report holds it, else
+    `place("_constrained_STEM_HASH")` (a hash of this file's absolute path)."""
     if path is None:
-        return "_constrained"
+        return place("_constrained")
     full = str(Path(path).resolve())
     stem = "".join(c if c.isalnum() or c in "-." else "_" for c in Path(path).stem)
-    for scores in run.path.glob(f"eval_*_constrained_{stem}*/scores.json"):
-        try:
-            other = json.loads(scores.read_text("utf-8")).get("constraints", {}).get("file")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if other and other != full:
-            return f"_constrained_{stem}_{hashlib.sha1(full.encode()).hexdigest()[:8]}"
-    return f"_constrained_{stem}"
+    plain = place(f"_constrained_{stem}")
+    hashed = place(f"_constrained_{stem}_{hashlib.sha1(full.encode()).hexdigest()[:8]}")
+    owners = {p: _constraints_file_of(p) for p in (plain, hashed)}
+    for p in (plain, hashed):
+        if owners[p] == full:
+            return p
+    return plain if owners[plain] is None else hashed
+
+
+def _constraints_file_of(report: Path) -> Optional[str]:
+    """The constraints file a report's scores.json records, None for none (or no report)."""
+    try:
+        scores = json.loads((report / "scores.json").read_text("utf-8"))
+        return str(scores["constraints"]["file"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _eval_set(
