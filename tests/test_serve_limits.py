@@ -79,7 +79,7 @@ def test_constraints_over_a_limit_are_4xx_naming_it_and_the_server_serves_on(
 def test_the_model_info_lists_the_limits_on_constraints(client):
     limits = client.get("/v1/model").json()["limits"]
     assert (limits["max_phrases"], limits["max_phrase_words"]) == (16, 8)
-    assert (limits["max_phrase_tokens"], limits["max_request_phrases"]) == (24, 256)
+    assert (limits["max_phrase_tokens"], limits["max_request_phrases"]) == (24, 64)
 
 
 class SlowSteps:
