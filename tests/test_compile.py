@@ -106,3 +106,18 @@ def test_true_trains_a_compiled_transformer_with_its_cache_under_nmt_cache(
     assert "compile: on (train.compile: true" in (run / "train.log").read_text()
     inductor = nmt_cache / "compile" / "inductor"
     assert inductor.is_dir() and any(inductor.rglob("*.py"))
+
+
+def test_compiled_dropout_draws_its_mask_with_the_byte_op_and_drops_the_gradient_with_it():
+    from nmt.models.dropout import byte_dropout
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 64, requires_grad=True)
+    step = torch.compile(lambda t: byte_dropout(t, 0.25) * 2, dynamic=True)
+    y = step(x)
+    y.sum().backward()
+    kept = y != 0
+    assert 0.70 < kept.float().mean().item() < 0.80  # p = 64/256 exactly
+    assert torch.equal(x.grad != 0, kept)  # the same mask forward and backward
+    assert torch.allclose(y[kept], (x * 2 * 256 / 192)[kept])
+    assert not torch.equal(step(x) != 0, kept)  # a new mask each call
