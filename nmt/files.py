@@ -1,5 +1,6 @@
-"""Atomic file writes: a crash, kill -9 or full disk never leaves a half-written file behind; and
-the lock files that keep two processes from writing the same thing at once."""
+"""Atomic file writes: a crash, kill -9 or full disk never leaves a half-written file behind; the
+lock files that keep two processes from writing the same thing at once; and the user's cache
+folder."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from typing import Callable, Iterator, Optional, Union
 from nmt.errors import NmtError
 
 Content = Union[str, bytes, Callable[[Path], None]]
+
+
+def cache_root() -> Path:
+    """The user's cache folder: $NMT_CACHE, default ~/.cache/nmt (prepared corpora, synthetic
+    corpora, compiled kernels)."""
+    return Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt"))
 
 
 def atomic_write(path: str | os.PathLike, content: Content) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict
 from itertools import zip_longest
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Iterator
 from nmt.config import DataConfig
 from nmt.data import split_slice
 from nmt.errors import NmtError
+from nmt.files import cache_root
 
 Pairs = tuple[list[str], list[str]]
 
@@ -256,8 +256,7 @@ def synthetic_dir(cfg: DataConfig) -> Path:
         + f"v{synthetic.VERSION}"
     )  # a new generator version never reuses an old corpus
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
-    root = Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt"))
-    out = root / "synthetic" / digest
+    out = cache_root() / "synthetic" / digest
     if not (out / "done").exists():
         out.mkdir(parents=True, exist_ok=True)
         synthetic.write_corpus(out, cfg.synthetic, cfg.src_lang, cfg.tgt_lang)

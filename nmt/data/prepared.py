@@ -41,7 +41,7 @@ from nmt.data.subword_sample import train_subwords
 from nmt.data.tokenizer import SRC_SUBWORDS, SUBWORD_GLOB, TGT_SUBWORDS, Tokenizer
 from nmt.data.word_cap import capped_stats, save_words, within_words
 from nmt.errors import NmtError
-from nmt.files import locked
+from nmt.files import cache_root, locked
 
 log = logging.getLogger("nmt")
 # 2: lengths and filter decisions also in .npy files; larger record batches. 3: the kept rows
@@ -64,7 +64,7 @@ DIRECTION_INDEX = "dir"
 def prepared_root(data: DataConfig) -> Path:
     if data.prepared_dir:
         return Path(data.prepared_dir)
-    return Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt")) / "prepared"
+    return cache_root() / "prepared"
 
 
 def _file_sha1(path: Optional[str]) -> Optional[str]:

@@ -23,6 +23,7 @@ from typing import Optional, Union
 import torch
 
 from nmt.errors import NmtError
+from nmt.files import cache_root
 
 log = logging.getLogger("nmt")
 
@@ -36,7 +37,7 @@ COMPILE_WINS: dict[tuple[str, str], bool] = {
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt")) / "compile"
+    return cache_root() / "compile"
 
 
 def cxx_compiler() -> str | None:
