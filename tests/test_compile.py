@@ -121,3 +121,18 @@ def test_compiled_dropout_draws_its_mask_with_the_byte_op_and_drops_the_gradient
     assert torch.equal(x.grad != 0, kept)  # the same mask forward and backward
     assert torch.allclose(y[kept], (x * 2 * 256 / 192)[kept])
     assert not torch.equal(step(x) != 0, kept)  # a new mask each call
+
+
+def test_an_eager_run_never_imports_the_compiler():
+    """compile_seconds() is read at every training log line: without compiling it is 0 and
+    costs no import of torch._dynamo (about 1.7 s)."""
+    import subprocess
+
+    code = (
+        "import sys; from nmt.training.compile import compile_seconds, should_compile; "
+        "import torch; should_compile('auto', torch.device('cpu'), 'transformer'); "
+        "assert compile_seconds() == 0.0; print('torch._dynamo' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
