@@ -41,24 +41,9 @@ CAP_KB = 4_000_000  # ulimit -v's unit: KiB
 def tiny_run(root: Path) -> Path:
     """The tiny Transformer of tests/conftest.py (tiny_transformer_run), trained in `root`."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from dataclasses import replace
+    from conftest import train_tiny_transformer
 
-    from conftest import tiny_config, write_yaml
-    from nmt.config import SyntheticConfig
-    from nmt.config.load import load_config
-    from nmt.data.synthetic import write_corpus
-    from nmt.jobs.train import train
-
-    corpus = replace(SyntheticConfig(), train=400, valid=20, test=20, lexicon=30, max_words=12)
-    write_corpus(root / "corpus", replace(corpus, seed=3))
-    cfg = tiny_config(
-        root,
-        "transformer",
-        data={"source": "local", "path": str(root / "corpus")},
-        train={"max_steps": 40, "valid_max_sentences": 20},
-        decode={"beam": 3, "max_input_tokens": 20},
-    )
-    return train(load_config(write_yaml(root / "cfg.yaml", cfg))).run
+    return train_tiny_transformer(root)
 
 
 def test_pairs(run: Path) -> tuple[list[str], list[str]]:

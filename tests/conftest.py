@@ -179,10 +179,10 @@ def multi30k() -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2-layer, 2-head Transformer trained for 40 steps on a synthetic corpus (a few seconds):
-    shared by the API, server and browser tests, which compare against `nmt translate`."""
+def train_tiny_transformer(root: Path) -> Path:
+    """A 2-layer, 2-head Transformer trained for 40 steps on a synthetic corpus in `root` (a
+    few seconds); its run directory. The session fixture below and
+    benchmarks/serve_under_memory_cap.py train it."""
     from dataclasses import replace
 
     from nmt.config import SyntheticConfig
@@ -190,7 +190,6 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from nmt.data.synthetic import write_corpus
     from nmt.jobs import train as train_job
 
-    root = tmp_path_factory.mktemp("tiny_transformer")
     write_corpus(
         root / "corpus",
         replace(SyntheticConfig(), train=400, valid=20, test=20, lexicon=30, max_words=12, seed=3),
@@ -203,6 +202,13 @@ def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         decode={"beam": 3, "max_input_tokens": 20},
     )
     return train_job.train(load_config(write_yaml(root / "cfg.yaml", cfg))).run
+
+
+@pytest.fixture(scope="session")
+def tiny_transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`train_tiny_transformer`'s run, shared by the API, server and browser tests, which
+    compare against `nmt translate`."""
+    return train_tiny_transformer(tmp_path_factory.mktemp("tiny_transformer"))
 
 
 @pytest.fixture(scope="module")
