@@ -8,8 +8,13 @@ A compiled step (or a CUDA graph) is captured once per input shape. For each N, 
 lengths are padded up to the nearest of N widths per side, the widths chosen to least padding on
 this training data (dynamic programming over the length histogram: the best any N widths can do).
 Printed per N: padding as pad tokens / real tokens, and how many distinct (source, target) width
-pairs the data uses, the shapes a compiler would see even before the batch's row count. A lower
-bound on what fixed shapes cost: the rows of a shape's last batch in an epoch are not counted.
+pairs the data uses, the shapes a compiler would see even before the batch's row count.
+
+N widths a side still make up to N * N shapes. So for each N the same data is also padded to N
+(source, target) shapes in all (`best_shapes`: coordinate descent from quantile pairs, a local
+optimum), the count a compiler would really see. The per-side padding is a lower bound on it: N
+shapes use at most N widths a side, and the DP's widths pad each side least. Both are lower
+bounds on what fixed shapes cost: the rows of a shape's last batch in an epoch are not counted.
 """
 
 from __future__ import annotations
@@ -49,6 +54,42 @@ def best_widths(lengths: np.ndarray, n: int) -> np.ndarray:
     return np.array(sorted(widths))
 
 
+def covering_cost(shapes: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
+    """Slots of each (src, tgt) length pair in its cheapest covering shape (inf where none)."""
+    covers = (shapes[None, :, 0] >= src[:, None]) & (shapes[None, :, 1] >= tgt[:, None])
+    return np.where(covers, shapes.sum(1)[None, :], np.inf).min(1)
+
+
+def best_shapes(src: np.ndarray, tgt: np.ndarray, n: int, sweeps: int = 6) -> np.ndarray:
+    """n (source width, target width) shapes that pad these pairs little, each pair padded to
+    its cheapest covering shape; the last shape is (longest source, longest target), so every
+    pair fits. Each sweep moves one width of one shape at a time to its best value."""
+    cells, count = np.unique(np.stack([src, tgt], 1), axis=0, return_counts=True)
+    cs, ct = cells[:, 0], cells[:, 1]
+    top = (int(src.max()), int(tgt.max()))
+    q = np.linspace(0, 1, n + 1)[1:]
+    shapes = np.stack([np.quantile(src, q), np.quantile(tgt, q)], 1).astype(np.int64)
+    shapes[-1] = top
+
+    def total(s: np.ndarray) -> float:
+        return float((covering_cost(s, cs, ct) * count).sum())
+
+    best = total(shapes)
+    for _ in range(sweeps):
+        before = best
+        for k in range(n - 1):
+            for side in (0, 1):
+                for width in range(1, top[side] + 1):
+                    trial = shapes.copy()
+                    trial[k, side] = width
+                    cost = total(trial)
+                    if cost < best:
+                        shapes, best = trial, cost
+        if best == before:
+            break
+    return np.unique(shapes, axis=0)
+
+
 def padded(lengths: np.ndarray, widths: np.ndarray) -> np.ndarray:
     return widths[np.searchsorted(widths, lengths)]
 
@@ -64,6 +105,17 @@ def measure(src: np.ndarray, tgt: np.ndarray, n: int) -> dict:
         "shape_pairs": len(set(zip(ps.tolist(), pt.tolist()))),
         "source_widths": ws.tolist(),
         "target_widths": wt.tolist(),
+    }
+
+
+def measure_shapes(src: np.ndarray, tgt: np.ndarray, n: int) -> dict:
+    """Padding with n (source, target) shapes in all."""
+    shapes = best_shapes(src, tgt, n)
+    real = int(src.sum() + tgt.sum())
+    return {
+        "shapes": len(shapes),
+        "padding_over_real": (float(covering_cost(shapes, src, tgt).sum()) - real) / real,
+        "source_target_widths": shapes.tolist(),
     }
 
 
@@ -92,11 +144,13 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": machine(),
         "pairs": len(src),
         "results": [measure(src, tgt, n) for n in args.widths],
+        "shapes": [measure_shapes(src, tgt, n) for n in args.widths],
     }
-    for r in out["results"]:
+    for r, sh in zip(out["results"], out["shapes"]):
         print(
             f"{r['widths_per_side']} widths a side: padding {100 * r['padding_over_real']:.1f}% "
-            f"of real tokens, {r['shape_pairs']} (source, target) width pairs"
+            f"of real tokens, {r['shape_pairs']} (source, target) width pairs; "
+            f"{sh['shapes']} shapes in all: padding {100 * sh['padding_over_real']:.1f}%"
         )
     if args.out:
         write_json(args.out, out)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -330,3 +331,36 @@ def test_ab_step_refuses_a_base_that_is_not_a_commit(monkeypatch):
 
     with pytest.raises(SystemExit, match="not a commit"):
         worktree("no-such-commit-0000")
+
+
+def test_fixed_widths_are_the_least_padding_any_choice_of_that_many_gives():
+    from itertools import combinations
+
+    from benchmarks.fixed_shapes import best_widths, padded
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 13, size=200)
+    top = int(lengths.max())
+    brute = min(
+        int(padded(lengths, np.array([*w, top])).sum())
+        for w in combinations(range(1, top), 2)
+    )
+    widths = best_widths(lengths, 3)
+    assert widths.max() == top and len(widths) <= 3
+    assert int(padded(lengths, widths).sum()) == brute
+
+
+def test_fixed_shapes_cover_every_pair_and_pad_no_less_than_the_per_side_bound():
+    from benchmarks.fixed_shapes import covering_cost, measure, measure_shapes
+
+    rng = np.random.default_rng(1)
+    src = rng.integers(1, 40, size=500)
+    tgt = np.clip(src + rng.integers(-5, 6, size=500), 2, None)
+    for n in (2, 4):
+        shapes = measure_shapes(src, tgt, n)
+        assert shapes["shapes"] <= n
+        assert np.isfinite(covering_cost(np.array(shapes["source_target_widths"]), src, tgt)).all()
+        assert shapes["padding_over_real"] >= measure(src, tgt, n)["padding_over_real"] - 1e-12
+    # as many shapes as distinct pairs: nothing is padded
+    few_src, few_tgt = np.array([3, 3, 7, 9]), np.array([4, 4, 6, 12])
+    assert measure_shapes(few_src, few_tgt, 3)["padding_over_real"] == 0.0
