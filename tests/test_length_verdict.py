@@ -72,3 +72,24 @@ def test_a_bucket_without_an_interval_gets_no_verdict():
     thin = scores(bucket(11, 20, 20.0, (19.0, 21.0)), bucket(51, None, 10.0, (9.0, 11.0)))
     thin["buckets"][1]["bleu_ci"] = None  # too few sentences for the bootstrap
     assert length_verdicts(comparison(model=thin)) == []
+
+
+def test_the_buckets_past_50_words_are_judged_pooled_when_the_report_keeps_its_texts(tmp_path):
+    # 200 sentences of 15 words translated exactly, 100 of 55 and 100 of 65 words half wrong
+    srcs, refs, hyps = [], [], []
+    for k, words in enumerate([15] * 200 + [55] * 100 + [65] * 100):
+        ref = " ".join(f"w{(k * 7 + j) % 97}" for j in range(words))
+        srcs.append(" ".join(["s"] * words))
+        refs.append(ref)
+        hyps.append(ref if words == 15 else " ".join(ref.split()[: words // 2]))
+    for name, lines in (("srcs.txt", srcs), ("hyps.txt", hyps), ("refs.txt", refs)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    per_bucket = scores(
+        bucket(11, 20, 100.0, (99.0, 100.0)),
+        bucket(51, 60, 40.0, (20.0, 90.0)),  # wide: alone it could not say
+        bucket(61, None, 40.0, (20.0, 99.5)),
+    )
+    per_bucket["n"] = len(srcs)
+    (line,) = length_verdicts(Comparison({"model": per_bucket}, {"model": tmp_path}))
+    assert line.startswith("- model falls with length")
+    assert "51+: " in line and "(51-60: 40.00 [20.0, 90.0], 61+: 40.00 [20.0, 99.5])" in line

@@ -19,7 +19,13 @@ from nmt.config.metrics import higher_is_better, metric_label, report_metrics, t
 from nmt.errors import NmtError
 from nmt.run_dir import RunDir
 from nmt.scoring.bootstrap import DEFAULT_SAMPLES, DEFAULT_SEED, SIGNIFICANCE
-from nmt.scoring.metrics import SCORES_FILE, bucket_label, load_scores, paired_tests
+from nmt.scoring.metrics import (
+    SCORES_FILE,
+    bucket_label,
+    load_scores,
+    paired_tests,
+    score_report,
+)
 from nmt.scoring.report import HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length
 
 log = logging.getLogger("nmt")
@@ -245,10 +251,38 @@ KEEPS_LEVEL = 0.85
 LONG_FROM = 51  # source words: the buckets of Bahdanau's long sentences
 
 
+def pooled_long(report: Path, scores: dict, metric: str) -> Optional[dict]:
+    """The sentences from LONG_FROM words scored as one bucket, with the report's bootstrap
+    interval; None when the report keeps no texts or the metric cannot be recomputed."""
+    texts = [_read(report, f) for f in (SRCS_FILE, HYPS_FILE, REFS_FILE)]
+    if metric not in text_metrics() or any(t is None for t in texts):
+        return None
+    srcs, hyps, refs = texts
+    if not len(srcs) == len(hyps) == len(refs) == scores["n"]:
+        return None
+    boot = scores.get("bootstrap") or {}
+    pooled = score_report(
+        srcs,
+        hyps,
+        refs,
+        [LONG_FROM - 1],
+        metrics=(metric,),
+        n_samples=boot.get("samples", DEFAULT_SAMPLES),
+        seed=boot.get("seed", DEFAULT_SEED),
+    )["buckets"][1]
+    return pooled if pooled["n"] else None
+
+
+def _bucket_text(b: dict, metric: str) -> str:
+    ci = b[f"{metric}_ci"]
+    return f"{bucket_label(b['lo'], b['hi'])}: {b[metric]:.2f} [{ci[0]:.1f}, {ci[1]:.1f}]"
+
+
 def length_verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
     """One line per model, from its bucket intervals: does its score on long sentences (the
-    buckets from 51 words, else the last bucket) fall below its 11-20-word bucket with disjoint
-    95% intervals, and what share of that level does it keep?"""
+    buckets from 51 words, pooled into one when the report keeps its texts, else the last
+    bucket) fall below its 11-20-word bucket with disjoint 95% intervals, and what share of
+    that level does it keep?"""
     lines = []
     for name, scores in comp.scores.items():
         buckets = scores["buckets"]
@@ -259,14 +293,14 @@ def length_verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
         if not all(b.get(f"{metric}_ci") for b in [ref, *long]):  # too few sentences to resample
             continue
         label = bucket_label(ref["lo"], ref["hi"])
+        where = ", ".join(_bucket_text(b, metric) for b in long)
+        pooled = pooled_long(comp.reports[name], scores, metric) if len(long) > 1 else None
+        if pooled is not None and pooled.get(f"{metric}_ci"):
+            # Bahdanau's long sentences as one group: the buckets past 50 words pooled
+            where = f"{_bucket_text(pooled, metric)} ({where})"
+            long = [pooled]
         below = all(b[f"{metric}_ci"][1] < ref[f"{metric}_ci"][0] for b in long)
         kept = min(b[metric] / ref[metric] for b in long)
-        where = ", ".join(
-            f"{bucket_label(b['lo'], b['hi'])}: {b[metric]:.2f} "
-            f"[{b[f'{metric}_ci'][0]:.1f}, {b[f'{metric}_ci'][1]:.1f}]"
-            for b in long
-        )
-        ref_text = f"{ref[metric]:.2f} [{ref[f'{metric}_ci'][0]:.1f}, {ref[f'{metric}_ci'][1]:.1f}]"
         if below:
             verdict = f"falls with length (below its {label} level, disjoint 95% intervals)"
         elif kept >= KEEPS_LEVEL:
@@ -274,7 +308,7 @@ def length_verdicts(comp: Comparison, metric: str = "bleu") -> list[str]:
         else:
             verdict = f"loses some with length (intervals overlap its {label} level)"
         lines.append(
-            f"- {name} {verdict}: {where} against {label}: {ref_text}; "
+            f"- {name} {verdict}: {where} against {_bucket_text(ref, metric)}; "
             f"it keeps {kept:.0%} of its {label} score"
         )
     return lines
