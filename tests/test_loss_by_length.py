@@ -117,6 +117,42 @@ def test_an_ensemble_reports_the_loss_of_its_averaged_log_probabilities(
     )
 
 
+def test_a_second_beam_reuses_the_first_beams_loss_and_a_changed_setting_does_not(
+    tiny_transformer_run, tmp_path, monkeypatch
+):
+    run = str(tiny_transformer_run)
+    greedy = evaluate_job.EvalOptions(
+        split="test", beam=1, report_dir=str(tmp_path / "b1"), progress=False
+    )
+    first, report = evaluate_job.evaluate(run, greedy)
+
+    def no_teacher_forcing(*args, **kwargs):
+        raise AssertionError("the loss was computed again")
+
+    monkeypatch.setattr(evaluate_job, "reference_losses", no_teacher_forcing)
+    beam = evaluate_job.EvalOptions(
+        split="test",
+        beam=2,
+        report_dir=str(tmp_path / "b2"),
+        progress=False,
+        loss_from=str(report),
+    )
+    second, report2 = evaluate_job.evaluate(run, beam)
+    assert second["loss_by_length"] == first["loss_by_length"]
+    assert (report2 / "sentence_nll.tsv").read_text() == (report / "sentence_nll.tsv").read_text()
+    # other buckets: the earlier loss does not answer, so it is computed (here: refused)
+    other = evaluate_job.EvalOptions(
+        split="test",
+        beam=2,
+        report_dir=str(tmp_path / "b3"),
+        progress=False,
+        loss_from=str(report),
+        buckets=[5],
+    )
+    with pytest.raises(AssertionError, match="computed again"):
+        evaluate_job.evaluate(run, other)
+
+
 def test_the_loss_figure_has_a_line_per_model_in_both_panels():
     srcs = sources([5, 15, 25, 60, 70])
     lps = [[-1.0] * 12 for _ in srcs]

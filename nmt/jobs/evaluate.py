@@ -28,7 +28,7 @@ from nmt.data.language_id import Identifier, default_identifier, off_target
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.inference import Loaded, decode_settings, load_for_decoding
-from nmt.jobs.evaluate_loss import reference_losses, write_loss_report
+from nmt.jobs.evaluate_loss import reference_losses, reused_losses, write_loss_report
 from nmt.jobs.translate import warn_missed
 from nmt.models import NMTModel
 from nmt.run_dir import RunDir
@@ -80,6 +80,9 @@ class EvalOptions:
     direction: Optional[str] = None  # SRC-TGT of a multilingual model (trained or zero-shot)
     pivot: Optional[str] = None  # translate SRC -> pivot -> TGT with the same model
     identifier: Optional[Identifier] = None  # the off-target rate's (default: langid)
+    loss_from: Optional[str] = (
+        None  # a report of this checkpoint (another beam) whose loss to reuse
+    )
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,9 @@ def evaluate_loaded(
     hyps = [t.text for t in out]
     scores = _scores(srcs, hyps, refs, bounds, o, m.device)
     scores.update(_provenance(cfg, meta, k, o.int8, test_set), **merge)
-    loss = reference_losses(m, passes, srcs, refs, bounds, decode, o.bootstrap, scores)
+    loss = reused_losses(o.loss_from, scores)
+    if loss is None:
+        loss = reference_losses(m, passes, srcs, refs, bounds, decode, o.bootstrap, scores)
     if way is not None:
         scores["direction"] = way.record()
         identify, what_id = identified or language_identifier(m.cfg, o)

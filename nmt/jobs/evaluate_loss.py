@@ -12,12 +12,15 @@ import numpy as np
 
 from nmt.config import DecodeConfig
 from nmt.data.tokenizer import Tokenizer
+from nmt.errors import NmtError
 from nmt.inference import Loaded
 from nmt.scoring.loss_by_length import (
     loss_report,
+    read_sentence_losses,
     sentence_stats,
     write_sentence_losses,
 )
+from nmt.scoring.metrics import load_scores
 from nmt.text_translation import score_pairs
 
 log = logging.getLogger("nmt")
@@ -44,6 +47,31 @@ def reference_losses(
     token_log_probs = [r["token_log_probs"] for r in rows]
     scores["loss_by_length"] = loss_report(srcs, token_log_probs, bounds, n_samples)
     return sentence_stats(token_log_probs)
+
+
+def reused_losses(report: Optional[str], scores: dict) -> Optional[np.ndarray]:
+    """The loss by length of `report`, put into `scores`, when that report scored the same
+    checkpoint on the same sentences with the same buckets, bootstrap and decoding settings but
+    the beam (teacher-forced, the loss does not depend on the beam: a study scoring two beams
+    computes it once); each reference's (summed NLL, tokens), or None when there is none."""
+    if not report:
+        return None
+    try:
+        old, stats = load_scores(report), read_sentence_losses(report)
+    except (NmtError, OSError, ValueError):
+        return None
+    if stats is None or not old.get("loss_by_length") or len(stats) != scores["n"]:
+        return None
+    same = ("checkpoint", "step", "test_set", "bootstrap")
+    spans = [[(b["lo"], b["hi"]) for b in x["buckets"]] for x in (old, scores)]
+    decoding = [{**x["decode"], "beam": None} for x in (old, scores)]
+    if any(old.get(k) != scores.get(k) for k in same) or spans[0] != spans[1]:
+        return None
+    if decoding[0] != decoding[1]:
+        return None
+    log.info(f"the loss by length: reused from {report} (the same checkpoint and sentences)")
+    scores["loss_by_length"] = old["loss_by_length"]
+    return stats
 
 
 def write_loss_report(report: Path, stats: Optional[np.ndarray], scores: dict, name: str) -> None:

@@ -274,7 +274,9 @@ def _trained_and_scored(
         "stop_reason": run.trained_reason(),
         "train_seconds": ck["progress"]["train_seconds"],
     }
-    return {beam: {**_evaluated(name, run, cfg, scoring, beam), **facts} for beam in beams}
+    return {
+        beam: {**_evaluated(name, run, cfg, scoring, beam, beams=beams), **facts} for beam in beams
+    }
 
 
 def _scored_existing(
@@ -301,7 +303,7 @@ def _scored_existing(
             if stale_scores(report, key) or scored != (checkpoint.resolve(), ck["step"]):
                 scores.unlink()
         home.path.mkdir(parents=True, exist_ok=True)
-        results[beam] = {**_evaluated(name, run, cfg, scoring, beam, home), **facts}
+        results[beam] = {**_evaluated(name, run, cfg, scoring, beam, home, beams), **facts}
         record_key(report, key)
     return results
 
@@ -313,12 +315,20 @@ def _forget_scores(run: RunDir, scoring: Scoring, beams: list[int]) -> None:
 
 
 def _evaluated(
-    name: str, run: RunDir, cfg: Config, s: Scoring, beam: int, home: Optional[RunDir] = None
+    name: str,
+    run: RunDir,
+    cfg: Config,
+    s: Scoring,
+    beam: int,
+    home: Optional[RunDir] = None,
+    beams: Sequence[int] = (),
 ) -> dict:
     """The model's scores with this beam, evaluated now unless a report holds them; scored as
     the study's `eval` section says, which may have changed since the model was trained. The
-    report goes into `home` (default: the run), on `cfg`'s data with `cfg`'s decoding."""
+    report goes into `home` (default: the run), on `cfg`'s data with `cfg`'s decoding; the loss
+    by length is the first of `beams`' report's when that one holds it for the same model."""
     report = s.report(home or run, beam)
+    first = s.report(home or run, beams[0]) if beams and beams[0] != beam else None
     if not (report / "scores.json").is_file():
         log.info(f"study: evaluating {name} on {s.split}{s.suffix} (beam {beam})")
         opts = evaluate_job.EvalOptions(
@@ -331,6 +341,7 @@ def _evaluated(
             metrics=tuple(cfg.eval.metrics),
             data=cfg.data,
             overrides=dataclasses.asdict(cfg.decode),
+            loss_from=str(first) if first else None,
             **s.options(),  # a multilingual model: the direction, its tag put in by evaluate
         )
         evaluate_job.evaluate(str(run.path), opts)
