@@ -342,8 +342,7 @@ def test_fixed_widths_are_the_least_padding_any_choice_of_that_many_gives():
     lengths = rng.integers(1, 13, size=200)
     top = int(lengths.max())
     brute = min(
-        int(padded(lengths, np.array([*w, top])).sum())
-        for w in combinations(range(1, top), 2)
+        int(padded(lengths, np.array([*w, top])).sum()) for w in combinations(range(1, top), 2)
     )
     widths = best_widths(lengths, 3)
     assert widths.max() == top and len(widths) <= 3
