@@ -80,9 +80,7 @@ class EvalOptions:
     direction: Optional[str] = None  # SRC-TGT of a multilingual model (trained or zero-shot)
     pivot: Optional[str] = None  # translate SRC -> pivot -> TGT with the same model
     identifier: Optional[Identifier] = None  # the off-target rate's (default: langid)
-    loss_from: Optional[str] = (
-        None  # a report of this checkpoint (another beam) whose loss to reuse
-    )
+    loss_from: Optional[str] = None  # another beam's report of this checkpoint: reuse its loss
 
 
 @dataclass(frozen=True)

@@ -63,11 +63,10 @@ def reused_losses(report: Optional[str], scores: dict) -> Optional[np.ndarray]:
     if stats is None or not old.get("loss_by_length") or len(stats) != scores["n"]:
         return None
     same = ("checkpoint", "step", "test_set", "bootstrap")
-    spans = [[(b["lo"], b["hi"]) for b in x["buckets"]] for x in (old, scores)]
-    decoding = [{**x["decode"], "beam": None} for x in (old, scores)]
-    if any(old.get(k) != scores.get(k) for k in same) or spans[0] != spans[1]:
-        return None
-    if decoding[0] != decoding[1]:
+    spans = [[(b["lo"], b["hi"]) for b in x.get("buckets", [])] for x in (old, scores)]
+    decoding = [{**(x.get("decode") or {}), "beam": None} for x in (old, scores)]
+    differs = any(old.get(k) != scores.get(k) for k in same)
+    if differs or spans[0] != spans[1] or decoding[0] != decoding[1]:
         return None
     log.info(f"the loss by length: reused from {report} (the same checkpoint and sentences)")
     scores["loss_by_length"] = old["loss_by_length"]
