@@ -129,7 +129,7 @@ def test_a_second_beam_reuses_the_first_beams_loss_and_a_changed_setting_does_no
     def no_teacher_forcing(*args, **kwargs):
         raise AssertionError("the loss was computed again")
 
-    monkeypatch.setattr(evaluate_job, "reference_losses", no_teacher_forcing)
+    monkeypatch.setattr("nmt.jobs.evaluate_loss.score_pairs", no_teacher_forcing)
     beam = evaluate_job.EvalOptions(
         split="test",
         beam=2,

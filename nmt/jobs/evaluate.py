@@ -28,7 +28,7 @@ from nmt.data.language_id import Identifier, default_identifier, off_target
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.inference import Loaded, decode_settings, load_for_decoding
-from nmt.jobs.evaluate_loss import reference_losses, reused_losses, write_loss_report
+from nmt.jobs.evaluate_loss import reference_losses, write_loss_report
 from nmt.jobs.translate import warn_missed
 from nmt.models import NMTModel
 from nmt.run_dir import RunDir
@@ -155,9 +155,7 @@ def evaluate_loaded(
 ) -> tuple[dict, Path]:
     """`evaluate` with the model loaded; `identified`: the off-target rate's language
     identifier and its name (default: `language_identifier`), loaded once for many directions."""
-    from nmt.scoring.report import (
-        write_report,
-    )  # matplotlib: imported only when a report is written
+    from nmt.scoring.report import write_report  # matplotlib: only when a report is written
 
     model, meta = m.model, m.meta
     way = _way(m.cfg.data, m.tok, o)
@@ -192,9 +190,7 @@ def evaluate_loaded(
     hyps = [t.text for t in out]
     scores = _scores(srcs, hyps, refs, bounds, o, m.device)
     scores.update(_provenance(cfg, meta, k, o.int8, test_set), **merge)
-    loss = reused_losses(o.loss_from, scores)
-    if loss is None:
-        loss = reference_losses(m, passes, srcs, refs, bounds, decode, o.bootstrap, scores)
+    nll = reference_losses(m, passes, srcs, refs, bounds, decode, o.bootstrap, scores, o.loss_from)
     if way is not None:
         scores["direction"] = way.record()
         identify, what_id = identified or language_identifier(m.cfg, o)
@@ -204,7 +200,7 @@ def evaluate_loaded(
     report, model_name = report_place(cfg, meta, name, k, o, pos is not None, way)
     title = f"BLEU by source length: {what}, {len(srcs)} sentences"
     write_report(report, scores, hyps, srcs=srcs, refs=refs, name=model_name, title=title)
-    write_loss_report(report, loss, scores, model_name)
+    write_loss_report(report, nll, scores, model_name)
     if o.attention_plots:
         view = _attention_view(cfg, model, o.attn_layer, o.attn_head)
         read = [s if t.pivot is None else t.pivot for t, s in zip(out, srcs)]  # the last pass's

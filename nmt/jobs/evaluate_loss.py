@@ -36,11 +36,16 @@ def reference_losses(
     decode: DecodeConfig,
     n_samples: int,
     scores: dict,
+    reuse: Optional[str] = None,
 ) -> Optional[np.ndarray]:
     """Put scores.json's `loss_by_length` into `scores`; each reference's (summed NLL, tokens).
-    None for a pivot (two passes): no model reads the source and writes the reference."""
+    None for a pivot (two passes): no model reads the source and writes the reference.
+    `reuse`: another beam's report of this checkpoint, whose loss is taken when it answers."""
     if len(passes) > 1:
         return None
+    reused = reused_losses(reuse, scores)
+    if reused is not None:
+        return reused
     log.info(f"scoring the {len(refs)} references teacher-forced for the loss by length")
     with m.autocast():
         rows = score_pairs(m.model, passes[0], srcs, refs, decode, m.device, where="the sources")
