@@ -257,11 +257,15 @@ def pooled_long(report: Path, scores: dict, metric: str) -> Optional[dict]:
     texts = [_read(report, f) for f in (SRCS_FILE, HYPS_FILE, REFS_FILE)]
     if metric not in text_metrics() or any(t is None for t in texts):
         return None
-    srcs, hyps, refs = texts
-    if not len(srcs) == len(hyps) == len(refs) == scores["n"]:
+    if not len(texts[0]) == len(texts[1]) == len(texts[2]) == scores["n"]:
         return None
+    # only the long sentences are scored and resampled (the same draws as a bucket of them)
+    keep = [i for i, src in enumerate(texts[0]) if len(src.split()) >= LONG_FROM]
+    if not keep:
+        return None
+    srcs, hyps, refs = ([t[i] for i in keep] for t in texts)
     boot = scores.get("bootstrap") or {}
-    pooled = score_report(
+    return score_report(
         srcs,
         hyps,
         refs,
@@ -270,7 +274,6 @@ def pooled_long(report: Path, scores: dict, metric: str) -> Optional[dict]:
         n_samples=boot.get("samples", DEFAULT_SAMPLES),
         seed=boot.get("seed", DEFAULT_SEED),
     )["buckets"][1]
-    return pooled if pooled["n"] else None
 
 
 def _bucket_text(b: dict, metric: str) -> str:
