@@ -81,8 +81,13 @@ def test_the_gap_between_two_models_is_paired_and_grows_where_one_loses_the_long
     assert "51+ pooled" in table and "p (seq2seq - rnnsearch)" in table
 
 
+def on_test(report: Path, **options) -> evaluate_job.EvalOptions:
+    """`nmt evaluate`'s options for the test split, the report in `report`."""
+    return evaluate_job.EvalOptions(split="test", report_dir=str(report), progress=False, **options)
+
+
 def test_evaluate_reports_the_loss_that_nmt_score_gives(tiny_transformer_run, tmp_path, capsys):
-    opts = evaluate_job.EvalOptions(split="test", report_dir=str(tmp_path / "r"), progress=False)
+    opts = on_test(tmp_path / "r")
     scores, report = evaluate_job.evaluate(str(tiny_transformer_run), opts)
     loss = json.loads((report / "scores.json").read_text())["loss_by_length"]
     assert [b["n"] for b in loss["buckets"]] == [b["n"] for b in scores["buckets"]]
@@ -107,8 +112,8 @@ def test_evaluate_reports_the_loss_that_nmt_score_gives(tiny_transformer_run, tm
 def test_an_ensemble_reports_the_loss_of_its_averaged_log_probabilities(
     tiny_transformer_run, tmp_path
 ):
-    one = evaluate_job.EvalOptions(split="test", report_dir=str(tmp_path / "one"), progress=False)
-    two = evaluate_job.EvalOptions(split="test", report_dir=str(tmp_path / "two"), progress=False)
+    one = on_test(tmp_path / "one")
+    two = on_test(tmp_path / "two")
     single, _ = evaluate_job.evaluate(str(tiny_transformer_run), one)
     run = str(tiny_transformer_run)
     ensemble, _ = evaluate_job.evaluate([run, run], two)  # two copies: the same distribution
@@ -121,34 +126,19 @@ def test_a_second_beam_reuses_the_first_beams_loss_and_a_changed_setting_does_no
     tiny_transformer_run, tmp_path, monkeypatch
 ):
     run = str(tiny_transformer_run)
-    greedy = evaluate_job.EvalOptions(
-        split="test", beam=1, report_dir=str(tmp_path / "b1"), progress=False
-    )
+    greedy = on_test(tmp_path / "b1", beam=1)
     first, report = evaluate_job.evaluate(run, greedy)
 
     def no_teacher_forcing(*args, **kwargs):
         raise AssertionError("the loss was computed again")
 
     monkeypatch.setattr("nmt.jobs.evaluate_loss.score_pairs", no_teacher_forcing)
-    beam = evaluate_job.EvalOptions(
-        split="test",
-        beam=2,
-        report_dir=str(tmp_path / "b2"),
-        progress=False,
-        loss_from=str(report),
-    )
+    beam = on_test(tmp_path / "b2", beam=2, loss_from=str(report))
     second, report2 = evaluate_job.evaluate(run, beam)
     assert second["loss_by_length"] == first["loss_by_length"]
     assert (report2 / "sentence_nll.tsv").read_text() == (report / "sentence_nll.tsv").read_text()
     # other buckets: the earlier loss does not answer, so it is computed (here: refused)
-    other = evaluate_job.EvalOptions(
-        split="test",
-        beam=2,
-        report_dir=str(tmp_path / "b3"),
-        progress=False,
-        loss_from=str(report),
-        buckets=[5],
-    )
+    other = on_test(tmp_path / "b3", beam=2, loss_from=str(report), buckets=[5])
     with pytest.raises(AssertionError, match="computed again"):
         evaluate_job.evaluate(run, other)
 
