@@ -24,7 +24,7 @@ SCRIPTS = sorted(
 
 
 def test_every_measurement_script_lives_in_benchmarks():
-    assert len(SCRIPTS) == 20
+    assert len(SCRIPTS) == 21
     left = {p.name for p in (ROOT / "scripts").glob("*.py")}
     assert left == {"gpu_check.py", "screenshot_serve.py"}
 
@@ -363,3 +363,43 @@ def test_fixed_shapes_cover_every_pair_and_pad_no_less_than_the_per_side_bound()
     # as many shapes as distinct pairs: nothing is padded
     few_src, few_tgt = np.array([3, 3, 7, 9]), np.array([4, 4, 6, 12])
     assert measure_shapes(few_src, few_tgt, 3)["padding_over_real"] == 0.0
+
+
+def test_the_same_learning_check_scores_both_runs_steps_and_finds_a_run_the_same_as_itself(
+    tiny_transformer_run, tmp_path
+):
+    from benchmarks.same_learning import main
+
+    steps = sorted(
+        int(p.stem.split("_")[1]) for p in (tiny_transformer_run / "checkpoints").glob("step_*.pt")
+    )
+    run = str(tiny_transformer_run)
+    result = main(
+        [
+            "--old",
+            run,
+            "--new",
+            run,
+            "--steps",
+            str(steps[-1]),
+            "--beam",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    (scored,) = result["steps"]
+    assert scored["step"] == steps[-1] and scored["beam"] == 1
+    assert scored["new"]["bleu"] == scored["old"]["bleu"] and scored["new_minus_old"] == 0
+    assert scored["same"] and scored["paired_p"] is not None
+    assert result["train_seconds"]["old"] > 0 and result["machine"]["cpu"]
+    assert (tmp_path / "same_learning.png").stat().st_size > 0
+    assert json.loads((tmp_path / "same_learning.json").read_text())["steps"] == result["steps"]
+
+
+def test_the_same_learning_check_names_a_step_the_run_did_not_keep(tiny_transformer_run, tmp_path):
+    from benchmarks.same_learning import main
+
+    run = str(tiny_transformer_run)
+    with pytest.raises(SystemExit, match="step_7.pt not found .*keep_last"):
+        main(["--old", run, "--new", run, "--steps", "7", "--out", str(tmp_path)])
