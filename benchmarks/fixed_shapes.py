@@ -11,9 +11,9 @@ Printed per N: padding as pad tokens / real tokens, and how many distinct (sourc
 pairs the data uses, the shapes a compiler would see even before the batch's row count.
 
 N widths a side still make up to N * N shapes. So for each N the same data is also padded to N
-(source, target) shapes in all (`best_shapes`: coordinate descent from quantile pairs, a local
-optimum), the count a compiler would really see. The per-side padding is a lower bound on it: N
-shapes use at most N widths a side, and the DP's widths pad each side least. Both are lower
+(source, target) shapes in all (`nmt.data.shapes.best_shapes`, the shapes `data.shapes` trains
+on: coordinate descent from quantile pairs, a local optimum), the count a compiler would really
+see. The per-side padding is a lower bound on it: N shapes use at most N widths a side, and the DP's widths pad each side least. Both are lower
 bounds on what fixed shapes cost: the rows of a shape's last batch in an epoch are not counted.
 """
 
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine, write_json  # noqa: E402
+from nmt.data.shapes import best_shapes, covering_cost  # noqa: E402
 
 
 def best_widths(lengths: np.ndarray, n: int) -> np.ndarray:
@@ -52,42 +53,6 @@ def best_widths(lengths: np.ndarray, n: int) -> np.ndarray:
         widths.append(b)
         b, k = prev[k, b], k - 1
     return np.array(sorted(widths))
-
-
-def covering_cost(shapes: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
-    """Slots of each (src, tgt) length pair in its cheapest covering shape (inf where none)."""
-    covers = (shapes[None, :, 0] >= src[:, None]) & (shapes[None, :, 1] >= tgt[:, None])
-    return np.where(covers, shapes.sum(1)[None, :], np.inf).min(1)
-
-
-def best_shapes(src: np.ndarray, tgt: np.ndarray, n: int, sweeps: int = 6) -> np.ndarray:
-    """n (source width, target width) shapes that pad these pairs little, each pair padded to
-    its cheapest covering shape; the last shape is (longest source, longest target), so every
-    pair fits. Each sweep moves one width of one shape at a time to its best value."""
-    cells, count = np.unique(np.stack([src, tgt], 1), axis=0, return_counts=True)
-    cs, ct = cells[:, 0], cells[:, 1]
-    top = (int(src.max()), int(tgt.max()))
-    q = np.linspace(0, 1, n + 1)[1:]
-    shapes = np.stack([np.quantile(src, q), np.quantile(tgt, q)], 1).astype(np.int64)
-    shapes[-1] = top
-
-    def total(s: np.ndarray) -> float:
-        return float((covering_cost(s, cs, ct) * count).sum())
-
-    best = total(shapes)
-    for _ in range(sweeps):
-        before = best
-        for k in range(n - 1):
-            for side in (0, 1):
-                for width in range(1, top[side] + 1):
-                    trial = shapes.copy()
-                    trial[k, side] = width
-                    cost = total(trial)
-                    if cost < best:
-                        shapes, best = trial, cost
-        if best == before:
-            break
-    return np.unique(shapes, axis=0)
 
 
 def padded(lengths: np.ndarray, widths: np.ndarray) -> np.ndarray:

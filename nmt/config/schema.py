@@ -136,6 +136,15 @@ class DataConfig:
     batch_size: int = opt(
         0, "if > 0, batches hold this many sentences instead of a token budget", lo=0
     )
+    shapes: int = opt(
+        0,
+        "if > 0, every training batch is padded to one of this many (source, target) widths "
+        "chosen for the corpus, with a fixed row count per width, so a compiled step "
+        "(train.compile: true) is captured once per shape instead of tracing symbolic sizes; "
+        "costs padding (16% at 8 on Multi30k, 21-23% on Europarl: docs/performance.md); "
+        "0 = token-bucketed batches",
+        lo=0,
+    )
     lowercase: bool = opt(False, "lowercase both sides before subword training and encoding")
     workers: int = opt(
         1,

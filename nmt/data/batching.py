@@ -20,6 +20,7 @@ from torch import Tensor
 
 from nmt.data.heap import give_back_freed_memory
 from nmt.data.ragged import IdColumn
+from nmt.data.shapes import best_shapes, covering_cost, shape_of
 from nmt.data.temperature import sampled_examples
 from nmt.data.tokenizer import BOS, EOS, PAD
 
@@ -74,13 +75,18 @@ class Batch:
         )
 
 
-def make_batch(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> Batch:
-    """Pad source rows (ending in EOS) and BOS+target / target+EOS rows into one Batch."""
+def make_batch(
+    src: Sequence[Sequence[int]],
+    tgt: Sequence[Sequence[int]],
+    widths: Optional[tuple[int, int]] = None,
+) -> Batch:
+    """Pad source rows (ending in EOS) and BOS+target / target+EOS rows into one Batch: to the
+    longest row of each side, or to `widths` (source, target with its BOS/EOS) when given."""
     ls = np.fromiter((len(s) for s in src), dtype=np.int64, count=len(src))
     lt = np.fromiter((len(t) for t in tgt), dtype=np.int64, count=len(tgt))
     b = len(src)
-    s = np.full((b, max(int(ls.max(initial=0)), 1)), PAD, dtype=np.int64)
-    t_width = int(lt.max(initial=0)) + 1
+    s_width, t_width = widths or (max(int(ls.max(initial=0)), 1), int(lt.max(initial=0)) + 1)
+    s = np.full((b, s_width), PAD, dtype=np.int64)
     t_in = np.full((b, t_width), PAD, dtype=np.int64)
     t_out = np.full((b, t_width), PAD, dtype=np.int64)
     t_in[:, 0] = BOS
@@ -177,7 +183,10 @@ class BucketBatcher:
     batcher's example indices to rows of the columns (the pairs kept by filtering). `groups`: each
     example's direction (multilingual training), sampled per epoch with `temperature`
     (nmt.data.temperature); the directions' pairs are sorted and batched together, so batches mix
-    directions.
+    directions. `shapes` > 0: every batch is padded to one of that many (source, target) widths
+    chosen for these lengths (nmt.data.shapes) and holds a fixed number of rows per shape (the
+    last batch of a shape in an epoch fewer), so a step compiled with static shapes is captured
+    once per shape.
     """
 
     def __init__(
@@ -195,6 +204,7 @@ class BucketBatcher:
         lengths: Optional[tuple[np.ndarray, np.ndarray]] = None,
         groups: Optional[np.ndarray] = None,
         temperature: float = 1.0,
+        shapes: int = 0,
     ) -> None:
         assert len(src) == len(tgt)
         self.src, self.tgt, self.rows = src, tgt, rows
@@ -210,6 +220,16 @@ class BucketBatcher:
         self.batch_tokens, self.batch_size = batch_tokens, batch_size
         self.seed, self.rank, self.world, self.pin = seed, rank, world, pin
         self._prefetch = _Prefetcher(self._build, prefetch)
+        self.shapes: Optional[np.ndarray] = None
+        if shapes > 0 and len(self.src_len):
+            self.shapes = best_shapes(self.src_len, self.tgt_len + 1, shapes)
+            self.shape_index = shape_of(self.shapes, self.src_len, self.tgt_len + 1)
+            # rows so that rows * (wider side) stays within batch_tokens, as a bucketed batch's
+            self.shape_rows = (
+                np.full(len(self.shapes), batch_size)
+                if batch_size > 0
+                else np.maximum(1, batch_tokens // self.shapes.max(1))
+            )
 
     @classmethod
     def from_lists(
@@ -238,8 +258,11 @@ class BucketBatcher:
             order = sort_order(self.src_len, self.tgt_len, rng)
         else:
             order = pool[sort_order(self.src_len[pool], self.tgt_len[pool], rng)]
-        cost = np.maximum(self.src_len, self.tgt_len + 1)[order]
-        batches = np.split(order, cut_points(cost, self.batch_tokens, self.batch_size)[1:])
+        if self.shapes is not None:
+            batches = self._shaped(order)
+        else:
+            cost = np.maximum(self.src_len, self.tgt_len + 1)[order]
+            batches = np.split(order, cut_points(cost, self.batch_tokens, self.batch_size)[1:])
         return [batches[k] for k in rng.permutation(len(batches))] if len(order) else []
 
     def epoch(self, epoch: int) -> list[np.ndarray]:
@@ -255,9 +278,37 @@ class BucketBatcher:
         give_back_freed_memory()  # the plan's temporaries: 50 MB at 1.8M pairs, in every rank
         return batches
 
+    def _shaped(self, order: np.ndarray) -> list[np.ndarray]:
+        """The examples in `order` grouped by shape (keeping that order within a shape), each
+        group cut into batches of its shape's rows."""
+        k = self.shape_index[order]
+        grouped = order[np.argsort(k, kind="stable")]
+        ends = np.cumsum(np.bincount(k, minlength=len(self.shapes)))
+        batches = []
+        for shape, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
+            rows = int(self.shape_rows[shape])
+            batches += [grouped[i : min(i + rows, end)] for i in range(start, end, rows)]
+        return batches
+
+    def shape_line(self) -> str:
+        """The fixed shapes and the padding they cost on these lengths, for the log ('' when
+        batches are token-bucketed)."""
+        if self.shapes is None:
+            return ""
+        real = int(self.src_len.sum() + self.tgt_len.sum() + len(self))
+        slots = covering_cost(self.shapes, self.src_len, self.tgt_len + 1).sum()
+        shown = ", ".join(f"{s}x{t} ({r} rows)" for (s, t), r in zip(self.shapes, self.shape_rows))
+        return (
+            f"fixed batch shapes (source x target widths): {shown}; padding "
+            f"{100 * (slots - real) / real:.1f}% of real tokens"
+        )
+
     def _build(self, indices: np.ndarray) -> Batch:
         rows = np.asarray(indices) if self.rows is None else self.rows[np.asarray(indices)]
-        batch = make_batch(self.src.rows(rows), self.tgt.rows(rows))
+        widths = None
+        if self.shapes is not None and len(indices):
+            widths = tuple(int(w) for w in self.shapes[self.shape_index[indices[0]]])
+        batch = make_batch(self.src.rows(rows), self.tgt.rows(rows), widths)
         return batch.pin_memory() if self.pin else batch
 
     def batch(self, indices: np.ndarray) -> Batch:

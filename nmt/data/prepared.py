@@ -56,7 +56,7 @@ WRITER_ROWS = 10000
 INDEX = ("drop", "kept", "src_len", "tgt_len")
 # Keys of the data section that never change the ids: a new batch size reuses the corpus, and
 # so does a new temperature (it weighs directions when an epoch is planned).
-NOT_IN_KEY = ("batch_tokens", "batch_size", "workers", "prepared_dir", "temperature")
+NOT_IN_KEY = ("batch_tokens", "batch_size", "shapes", "workers", "prepared_dir", "temperature")
 # With directions, each kept pair's direction index, mapped like the lengths.
 DIRECTION_INDEX = "dir"
 
@@ -334,6 +334,7 @@ class PreparedCorpus:
             lengths=(self.src_len, self.tgt_len),
             groups=self.direction,
             temperature=data.temperature,
+            shapes=data.shapes,
         )
 
     def summary(self) -> str:

@@ -176,6 +176,7 @@ def data_report(cfg: Config, progress: bool = False, where: str = "the config") 
         f"train tokens (kept pairs): source {int(batcher.src_len.sum())}, target "
         f"{int(batcher.tgt_len.sum()) + len(batcher)} (with EOS)",
         _batch_stats(batcher),
+        *filter(None, [batcher.shape_line()]),
     ]
     for role in cfg.data.splits:
         if role != "train":
@@ -315,6 +316,8 @@ def _trainer(
     batcher = corpus.batcher(
         cfg.data, cfg.train.seed, dist.rank, dist.world, pin=dist.device.type == "cuda"
     )
+    if batcher.shape_line():
+        log.info(batcher.shape_line())
     score_fn, valid_batches = None, []
     if valid is not None and dist.rank == 0:
         valid_batches = _valid_batches(cfg, tok, valid)

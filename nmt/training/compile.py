@@ -35,6 +35,10 @@ COMPILE_WINS: dict[tuple[str, str], bool] = {
     ("cpu", "seq2seq"): False,
 }
 
+# Static graphs one process may compile for a frame: data.shapes' shapes and each one's shorter
+# last batch of an epoch, with room for the validation's shapes.
+MAX_STATIC_GRAPHS = 64
+
 
 def cache_dir() -> Path:
     return cache_root() / "compile"
@@ -121,15 +125,22 @@ def compile_seconds() -> float:
     return _CompileTime.seconds
 
 
-def compile_module(net: torch.nn.Module) -> torch.nn.Module:
+def compile_module(net: torch.nn.Module, dynamic: bool = True) -> torch.nn.Module:
     """`net` under torch.compile, with the kernel cache in `cache_dir()` (unless the user
-    chose another with TORCHINDUCTOR_CACHE_DIR). Lengths and batch sizes are dynamic from the
-    start: token-bucketed batches change shape every step, and one graph with symbolic sizes
-    serves them all instead of a recompilation per shape."""
+    chose another with TORCHINDUCTOR_CACHE_DIR). `dynamic`: lengths and batch sizes are
+    symbolic from the start, since token-bucketed batches change shape every step and one
+    graph with symbolic sizes serves them all instead of a recompilation per shape. Batches of
+    a few fixed shapes (`data.shapes`) compile static graphs instead, one per shape, each as
+    specialised as a CUDA graph needs."""
     if not _CompileTime.registered:
         torch._dynamo.callback.on_compile_start(_CompileTime.begin)
         torch._dynamo.callback.on_compile_end(_CompileTime.end)
         _CompileTime.registered = True
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
     os.environ.setdefault("TRITON_CACHE_DIR", str(cache_dir() / "triton"))
-    return torch.compile(net, dynamic=True)
+    if not dynamic:
+        # a graph per shape and per shape's shorter last batch: past torch's default of 8
+        # recompilations a frame, the rest would run eager
+        limit = torch._dynamo.config.recompile_limit
+        torch._dynamo.config.recompile_limit = max(limit, MAX_STATIC_GRAPHS)
+    return torch.compile(net, dynamic=dynamic)

@@ -31,9 +31,12 @@ class Optimised(Protocol):
     scaler: torch.amp.GradScaler
 
 
-def wrap_model(model: NMTModel, tc: TrainConfig, dist: DistInfo, arch: str) -> torch.nn.Module:
+def wrap_model(
+    model: NMTModel, tc: TrainConfig, dist: DistInfo, arch: str, dynamic: bool = True
+) -> torch.nn.Module:
     """The module the steps run: the model under DDP with several ranks, compiled where
-    `train.compile` says (nmt.training.compile)."""
+    `train.compile` says (nmt.training.compile); with static shapes when not `dynamic`
+    (batches of a few fixed shapes, `data.shapes`)."""
     net: torch.nn.Module = model
     if dist.world > 1:
         # Parameters start equal on every rank (DDP broadcasts rank 0's); dropout differs.
@@ -49,7 +52,7 @@ def wrap_model(model: NMTModel, tc: TrainConfig, dist: DistInfo, arch: str) -> t
         net = ddp(net, device_ids=[dist.local_rank] if cuda else None, **no_sync)
     if should_compile(tc.compile, dist.device, arch):
         # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
-        compiled = compile_module(net)
+        compiled = compile_module(net, dynamic)
         net = compiled if tc.compile is True else EagerFallback(compiled, net)
     return net
 

@@ -105,7 +105,7 @@ class Trainer:
         if self.device.type == "cuda":
             set_tf32(self.tc.tf32)
         self.model = model.to(self.device)
-        self.net = wrap_model(self.model, self.tc, dist, cfg.model.arch)
+        self.net = wrap_model(self.model, self.tc, dist, cfg.model.arch, cfg.data.shapes == 0)
         self.opt = make_optimizer(self.model, self.tc, self.device)
         self.sched = Schedule(self.tc)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
