@@ -186,6 +186,14 @@ def train_worker(args: argparse.Namespace) -> dict:
     t_warm = time.perf_counter()
     for i in range(args.warmup):  # with train.compile, the compilation happens here
         step(i)
+    if cfg.data.shapes:  # static graphs: one step on each batch shape the timed steps meet
+        seen: set = set()
+        for i in range(args.warmup + args.repeats * args.steps):
+            batches = (batcher.batch(ix) for ix in groups[i % len(groups)])
+            key = tuple((*b.src.shape, *b.tgt_in.shape) for b in batches)
+            if key not in seen and i >= args.warmup:
+                step(i)
+            seen.add(key)
     sync()
     warmup_s = time.perf_counter() - t_warm
     runs, syncs = [], []

@@ -12,7 +12,8 @@
    matmul peak, host syncs per step, and translation sentences/s greedy and beam 5;
 4. the same training benchmark with `train.compile: true` (the compiled step's tokens/s, MFU,
    host syncs and its compile-holding warm-up), so a lease tells `train.compile: auto` whether
-   compiling wins on that GPU (nmt/training/compile.py);
+   compiling wins on that GPU (nmt/training/compile.py); then again on batches of 4 fixed shapes
+   (`data.shapes`, static graphs captured as CUDA graphs; 1 shape with --cpu);
 5. pytest with CUDA visible, last (with --cpu: a few quick precision tests; CI runs the suite
    itself), each failure named.
 Targets (GPU): transformer-base bf16 MFU >= 30% (stretch 40%) of the bf16 peak, eager or
@@ -36,6 +37,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+# The compiled phases: symbolic shapes over token-bucketed batches, and static graphs over a few
+# fixed batch shapes (data.shapes; one graph per shape and per shape's shorter last batch, CUDA
+# graphs on a GPU). The CPU mode keeps one shape: each static graph costs a compilation.
+COMPILED = {
+    "compiled": "train.compile: true",
+    "static": "train.compile: true, data.shapes: fixed batch shapes",
+}
+STATIC_SHAPES = {False: 4, True: 1}
 BASE = [
     "model.d_model=512",
     "model.heads=8",
@@ -339,9 +348,10 @@ def check_ddp(cpu: bool, tmp: Path) -> dict:
 
 
 # ---------------------------------------------------------------- 3. benchmark
-def check_benchmark(cpu: bool, tmp: Path, compiled: bool = False) -> dict:
+def check_benchmark(cpu: bool, tmp: Path, compiled: bool = False, shapes: int = 0) -> dict:
     """The training benchmark of the Transformer (transformer-base on a GPU) and, eager only,
-    its translation; `compiled`: the same step under `train.compile: true` (training only)."""
+    its translation; `compiled`: the same step under `train.compile: true` (training only);
+    `shapes`: its batches in that many fixed shapes, compiled static (CUDA graphs on a GPU)."""
     config, sets = configs(cpu)["transformer"]
     if cpu:
         sets = [*sets, "train.device=cpu"]
@@ -374,8 +384,8 @@ def check_benchmark(cpu: bool, tmp: Path, compiled: bool = False) -> dict:
             "1000",
         ]
     run_dir = tmp / "bench-run"
-    sets = [*sets, f"train.compile={'true' if compiled else 'false'}"]
-    out = tmp / ("bench-compiled.json" if compiled else "bench.json")
+    sets = [*sets, f"train.compile={'true' if compiled else 'false'}", f"data.shapes={shapes}"]
+    out = tmp / f"bench-{'compiled' if compiled else 'eager'}-{shapes}.json"
     cmd = [
         sys.executable,
         "benchmarks/benchmark.py",
@@ -449,7 +459,7 @@ def targets(result: dict, cpu: bool) -> dict:
     }
     if not cpu:
         # the better of the eager and the compiled step (train.compile: auto follows the winner)
-        mfu = max(b.get("mfu", 0), result.get("compiled", {}).get("mfu", 0))
+        mfu = max(b.get("mfu", 0), *(result.get(k, {}).get("mfu", 0) for k in COMPILED))
         out["transformer_base_bf16_mfu_ge_30pct"] = mfu >= 0.30
         out["transformer_base_bf16_mfu_ge_40pct_stretch"] = mfu >= 0.40
     return out
@@ -457,7 +467,7 @@ def targets(result: dict, cpu: bool) -> dict:
 
 def table(result: dict) -> str:
     lines = ["| check | result |", "|---|---|"]
-    for k in ("precisions", "ddp", "benchmark", "compiled", "pytest"):
+    for k in ("precisions", "ddp", "benchmark", *COMPILED, "pytest"):
         r = result.get(k, {})
         lines.append(f"| {k} | {'ok' if r.get('ok') else 'FAILED'} ({r.get('seconds', 0):.0f} s) |")
     lines += [
@@ -484,13 +494,14 @@ def table(result: dict) -> str:
             f"{b['translate_greedy_sent_s']:.1f} sent/s greedy, "
             f"{b['translate_beam5_sent_s']:.1f} beam 5",
         ]
-    c = result.get("compiled", {})
-    if c.get("ok"):
-        lines.append(
-            f"compiled ({c['precision']}, train.compile: true): {c['tgt_tok_s']:.0f} target "
-            f"tok/s, MFU {100 * c['mfu']:.1f}%, {c['host_syncs_per_step']:.2f} host syncs/step, "
-            f"{c['warmup_s']:.0f} s of warm-up steps (compiling)"
-        )
+    for k, how in COMPILED.items():
+        c = result.get(k, {})
+        if c.get("ok"):
+            lines.append(
+                f"{k} ({c['precision']}, {how}): {c['tgt_tok_s']:.0f} target tok/s, MFU "
+                f"{100 * c['mfu']:.1f}%, {c['host_syncs_per_step']:.2f} host syncs/step, "
+                f"{c['warmup_s']:.0f} s of warm-up steps (compiling)"
+            )
     lines += [
         "",
         "targets: "
@@ -543,7 +554,7 @@ def main() -> int:
         "--skip",
         nargs="*",
         default=[],
-        choices=["pytest", "precisions", "ddp", "benchmark", "compiled"],
+        choices=["pytest", "precisions", "ddp", "benchmark", *COMPILED],
     )
     a = ap.parse_args()
     import tempfile
@@ -576,6 +587,7 @@ def main() -> int:
         "ddp": lambda: check_ddp(a.cpu, tmp),
         "benchmark": lambda: check_benchmark(a.cpu, tmp),
         "compiled": lambda: check_benchmark(a.cpu, tmp, compiled=True),
+        "static": lambda: check_benchmark(a.cpu, tmp, True, STATIC_SHAPES[a.cpu]),
         "pytest": lambda: check_pytest(a.cpu, a.pytest_workers),
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -88,7 +88,8 @@ def test_fixed_shapes_compile_static_graphs_with_room_for_each_and_bucketing_sym
     monkeypatch, tmp_path
 ):
     """A static graph per shape and per shape's shorter last batch (a tiny Transformer on 2
-    shapes compiled 4 graphs), so torch's default limit of 8 recompilations must rise."""
+    shapes compiled 4 graphs), so torch's default limit of 8 recompilations must rise; on CUDA
+    each graph is replayed as a CUDA graph."""
     import torch
 
     from nmt.config.schema import TrainConfig
@@ -99,13 +100,14 @@ def test_fixed_shapes_compile_static_graphs_with_room_for_each_and_bucketing_sym
     asked = []
     monkeypatch.setattr(step_mod, "should_compile", lambda *args: True)
     monkeypatch.setattr(
-        step_mod, "compile_module", lambda net, dynamic: asked.append(dynamic) or net
+        step_mod, "compile_module", lambda net, dynamic, device: asked.append(dynamic) or net
     )
     net = torch.nn.Linear(2, 2)
     for dynamic in (False, True):
         step_mod.wrap_model(net, TrainConfig(compile=True), DistInfo(), "transformer", dynamic)
     assert asked == [False, True]
-
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda net, dynamic, mode: modes.append(mode) or net)
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # compile_module sets them
         monkeypatch.setenv(name, str(tmp_path))
     with torch._dynamo.config.patch(recompile_limit=8):  # restored after
@@ -113,3 +115,6 @@ def test_fixed_shapes_compile_static_graphs_with_room_for_each_and_bucketing_sym
         assert torch._dynamo.config.recompile_limit == 8
         compile_mod.compile_module(net, dynamic=False)
         assert torch._dynamo.config.recompile_limit == compile_mod.MAX_STATIC_GRAPHS
+        compile_mod.compile_module(net, dynamic=False, device_type="cuda")
+    # static graphs on CUDA are captured as CUDA graphs; the CPU keeps the default mode
+    assert modes == [None, None, "reduce-overhead"]

@@ -125,13 +125,15 @@ def compile_seconds() -> float:
     return _CompileTime.seconds
 
 
-def compile_module(net: torch.nn.Module, dynamic: bool = True) -> torch.nn.Module:
+def compile_module(
+    net: torch.nn.Module, dynamic: bool = True, device_type: str = "cpu"
+) -> torch.nn.Module:
     """`net` under torch.compile, with the kernel cache in `cache_dir()` (unless the user
     chose another with TORCHINDUCTOR_CACHE_DIR). `dynamic`: lengths and batch sizes are
     symbolic from the start, since token-bucketed batches change shape every step and one
     graph with symbolic sizes serves them all instead of a recompilation per shape. Batches of
-    a few fixed shapes (`data.shapes`) compile static graphs instead, one per shape, each as
-    specialised as a CUDA graph needs."""
+    a few fixed shapes (`data.shapes`) compile static graphs instead, one per shape; on CUDA
+    each is also captured as a CUDA graph (`reduce-overhead`), replayed with one launch."""
     if not _CompileTime.registered:
         torch._dynamo.callback.on_compile_start(_CompileTime.begin)
         torch._dynamo.callback.on_compile_end(_CompileTime.end)
@@ -143,4 +145,5 @@ def compile_module(net: torch.nn.Module, dynamic: bool = True) -> torch.nn.Modul
         # recompilations a frame, the rest would run eager
         limit = torch._dynamo.config.recompile_limit
         torch._dynamo.config.recompile_limit = max(limit, MAX_STATIC_GRAPHS)
-    return torch.compile(net, dynamic=dynamic)
+    mode = "reduce-overhead" if not dynamic and device_type == "cuda" else None
+    return torch.compile(net, dynamic=dynamic, mode=mode)

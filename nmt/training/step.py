@@ -52,7 +52,7 @@ def wrap_model(
         net = ddp(net, device_ids=[dist.local_rank] if cuda else None, **no_sync)
     if should_compile(tc.compile, dist.device, arch):
         # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
-        compiled = compile_module(net, dynamic)
+        compiled = compile_module(net, dynamic, dist.device.type)
         net = compiled if tc.compile is True else EagerFallback(compiled, net)
     return net
 
