@@ -1,17 +1,21 @@
 #!/usr/bin/env python
-"""Does a new training step learn what an old one did? Two runs of one recipe with the same
-seed, one trained by an older commit (a git worktree of it) and one by this tree:
+"""Does a new training step learn what an old one did? One recipe trained twice with the same
+seed, once by an older commit (a git worktree of it, as benchmarks/ab_step.py makes) and once by
+this tree, side by side with one thread each, every validation's checkpoint kept:
 
-    (cd OLD_TREE && python -m nmt train RECIPE --set train.run_dir=OLD --set train.keep_last=10)
-    python -m nmt train RECIPE --set train.run_dir=NEW --set train.keep_last=10
-    python benchmarks/same_learning.py --old OLD --new NEW --steps 1500 3000 --out DIR
+    python benchmarks/same_learning.py --base 361dd60 --config configs/multi30k/de-en/transformer_local.yaml --steps 1500 3000 --out DIR
+
+or, for two runs trained already (each with a checkpoint at every step named):
+
+    python benchmarks/same_learning.py --old RUN_OLD --new RUN_NEW --steps 1500 3000 --out DIR
 
 Each run's checkpoint of each named step is scored with this tree's `nmt evaluate` on the
 validation split (one decoder for both, so only the training step differs), the new against the
 old with `nmt compare`'s paired bootstrap. The verdict of a step: the new BLEU within
---max-diff of the old and inside the old's 95% bootstrap interval. DIR gets the reports,
-same_learning.json (the machine, each run's wall-clock seconds, the scores and verdicts) and
-same_learning.png (training loss, validation loss and BLEU of both runs by step, overlaid).
+--max-diff of the old and inside the old's 95% bootstrap interval. DIR gets the runs (with
+--base), the reports, same_learning.json (the machine, each run's wall-clock seconds, the scores
+and verdicts) and same_learning.png (training loss, validation loss and BLEU of both runs by
+step, overlaid).
 """
 
 from __future__ import annotations
@@ -41,6 +45,34 @@ def nmt(*args: str) -> None:
     )
     if done.returncode:
         raise SystemExit(f"error: nmt {' '.join(args)} failed:\n{done.stderr.strip()[-2000:]}")
+
+
+def train_commands(old_tree: Path, config: Path, out: Path) -> dict[str, tuple[list[str], Path]]:
+    """Each side's `nmt train` of this tree's config file (relative paths in it resolve against
+    its own folder, so both read the same data) and the folder it runs in: one thread each, since
+    they train side by side, and every checkpoint kept (a run never writes more than 10,000)."""
+    cmds = {}
+    for side, tree in (("old", old_tree), ("new", ROOT)):
+        sets = [f"train.run_dir={out.resolve() / side}", "train.keep_last=10000", "train.threads=1"]
+        argv = [sys.executable, "-m", "nmt", "train", str(config.resolve())]
+        cmds[side] = ([*argv, *(x for s in sets for x in ("--set", s))], tree)
+    return cmds
+
+
+def train_both(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The old and the new run of --config, trained at once; their logs in DIR/SIDE.log."""
+    from benchmarks.ab_step import worktree
+
+    procs = {}
+    for side, (cmd, tree) in train_commands(worktree(args.base), args.config, args.out).items():
+        log = open(args.out / f"{side}.log", "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        procs[side] = (subprocess.Popen(cmd, cwd=tree, stdout=log, stderr=subprocess.STDOUT), log)
+    for side, (proc, log) in procs.items():
+        proc.wait()
+        log.close()
+        if proc.returncode:
+            raise SystemExit(f"error: the {side} run failed: see {args.out / f'{side}.log'}")
+    return args.out / "old", args.out / "new"
 
 
 def score_step(old: Path, new: Path, step: int, args: argparse.Namespace) -> dict:
@@ -117,10 +149,10 @@ def plot(rows: dict[str, list[dict]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--old", type=Path, required=True, help="run directory trained by the old step")
-    ap.add_argument(
-        "--new", type=Path, required=True, help="run directory trained by this tree's step"
-    )
+    ap.add_argument("--base", help="train both runs: the old step's commit (e.g. 361dd60)")
+    ap.add_argument("--config", type=Path, help="with --base: the recipe both runs train")
+    ap.add_argument("--old", type=Path, help="a run directory trained by the old step")
+    ap.add_argument("--new", type=Path, help="a run directory trained by this tree's step")
     ap.add_argument("--steps", type=int, nargs="+", required=True, help="checkpoint steps to score")
     ap.add_argument("--split", default="valid", help="split role to score (default: valid)")
     ap.add_argument(
@@ -131,7 +163,11 @@ def main(argv: list[str] | None = None) -> dict:
     )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
+    if bool(args.base and args.config) == bool(args.old and args.new):
+        ap.error("give either --base and --config (train both runs) or --old and --new")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.base:
+        args.old, args.new = train_both(args)
     rows = {"old": metrics(args.old), "new": metrics(args.new)}
     seconds = {
         s: max((r["seconds"] for r in rows[s] if "seconds" in r), default=None) for s in rows

@@ -403,3 +403,26 @@ def test_the_same_learning_check_names_a_step_the_run_did_not_keep(tiny_transfor
     run = str(tiny_transformer_run)
     with pytest.raises(SystemExit, match="step_7.pt not found .*keep_last"):
         main(["--old", run, "--new", run, "--steps", "7", "--out", str(tmp_path)])
+
+
+def test_the_same_learning_check_trains_this_trees_recipe_in_both_trees_side_by_side(tmp_path):
+    from benchmarks.same_learning import ROOT as SCRIPT_ROOT
+    from benchmarks.same_learning import train_commands
+
+    config = Path("configs/multi30k/de-en/transformer_local.yaml")
+    cmds = train_commands(tmp_path / "old-tree", config, tmp_path / "out")
+    for side, tree in (("old", tmp_path / "old-tree"), ("new", SCRIPT_ROOT)):
+        argv, cwd = cmds[side]
+        assert cwd == tree  # `python -m nmt` imports the nmt of the folder it runs in
+        assert argv[1:5] == ["-m", "nmt", "train", str(config.resolve())]  # one config file
+        sets = argv[6::2]
+        assert f"train.run_dir={(tmp_path / 'out' / side).resolve()}" in sets
+        assert "train.threads=1" in sets and "train.keep_last=10000" in sets
+
+
+def test_the_same_learning_check_wants_two_runs_or_a_base_and_a_recipe(tmp_path, capsys):
+    from benchmarks.same_learning import main
+
+    with pytest.raises(SystemExit):
+        main(["--old", str(tmp_path), "--steps", "1", "--out", str(tmp_path)])
+    assert "give either --base and --config" in capsys.readouterr().err
