@@ -155,3 +155,18 @@ def test_the_study_reports_bleu_and_the_loss_by_length_with_the_fixed_vectors_ga
     for suffix in ("", "_beam5"):
         for plot in ("bleu_by_length", "loss_by_length"):
             assert (tiny_bahdanau / f"{plot}{suffix}.png").stat().st_size > 1000
+
+
+def test_existing_runs_pair_by_the_cap_they_trained_with_not_the_studys_data(
+    tiny_bahdanau, tmp_path
+):
+    """A study that scores the capped runs (`run: PATH`, e.g. on `valid` for trials) scores them
+    on its own data, yet pairs and marks them by what each run trained on."""
+    study = yaml.safe_load((tiny_bahdanau.parent / CPU.name).read_text())
+    study["base"]["data"].pop("train_max_words")
+    study["models"] = {n: {"run": str(tiny_bahdanau / n)} for n in sorted(NAMES - {"transformer"})}
+    study.update(out=str(tmp_path / "scored"), evaluate={"split": "valid", "beam": 1})
+    path = tmp_path / "scored.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    gaps = json.loads((run_study(str(path)) / "loss_gaps.json").read_text())
+    assert set(gaps) == {"seq2seq-50 - rnnsearch-50", "seq2seq-30 - rnnsearch-30"}

@@ -441,7 +441,7 @@ def run_study(
         results = worker.run_side_by_side(_train_and_evaluate, jobs, configs, workers)
     else:
         results = {name: _train_and_evaluate(*job) for name, job in jobs.items()}
-    existing = [name for name, run in runs.items() if run]
+    existing = {name: run for name, run in runs.items() if run}
     for i, beam in enumerate(beams):  # the first beam's report has the plain names
         by_model = {name: r[beam] for name, r in results.items()}
         suffix = "" if i == 0 else f"_beam{beam}"

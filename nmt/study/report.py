@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from nmt.config.metrics import metric_label, report_metrics
 from nmt.files import atomic_write
@@ -71,10 +72,11 @@ def write_report(
     scoring: "Scoring",
     beam: int,
     suffix: str = "",
-    existing: Sequence[str] = (),
+    existing: Mapping[str, str] = MappingProxyType({}),
 ) -> None:
     """study.json, study.md and bleu_by_length.png (each name + `suffix`), with paired tests
-    against seq2seq; `existing`: the models the study scored but did not train."""
+    against seq2seq; `existing`: the models the study scored but did not train, with their run
+    directories."""
     # The fixed-vector model (seq2seq) first: it is the baseline of the paired tests.
     order = sorted(results, key=lambda n: configs[n].model.arch != "seq2seq")
     comp = load_comparison([str(scoring.report(RunDir(out_dir / n), beam)) for n in order], order)
@@ -99,10 +101,11 @@ def write_report(
         *_models_table(configs, results, list(existing)),
     ]
     reports = {n: scoring.report(RunDir(out_dir / n), beam) for n in order}
-    summary += _loss_section(out_dir, suffix, configs, results, reports, split)
+    data = training_data(configs, existing)
+    summary += _loss_section(out_dir, suffix, data, configs, results, reports, split)
     text = "\n".join(summary) + "\n"
     atomic_write(out_dir / f"study{suffix}.md", text)
-    caps = {n: configs[n].data.train_max_words for n in order if configs[n].data.train_max_words}
+    caps = {n: data[n].train_max_words for n in order if data[n].train_max_words}
     plot_bleu_by_length(
         results,
         out_dir / f"bleu_by_length{suffix}.png",
@@ -113,21 +116,36 @@ def write_report(
     )
 
 
-def fixed_vector_pairs(configs: dict[str, Any], names: Sequence[str]) -> list[tuple[str, str]]:
-    """(seq2seq, rnnsearch) pairs trained on the same data: whose loss gap is the fixed
+def training_data(configs: dict[str, Any], existing: Mapping[str, str]) -> dict[str, Any]:
+    """Each model's training data: its study config's, or for an existing run what its own
+    RUN/config.yaml says it trained on (its study config holds the study's data, which it is
+    scored on)."""
+    from nmt.config.load import load_config
+
+    return {
+        n: load_config(RunDir(existing[n]).config, stored=True).data if n in existing else c.data
+        for n, c in configs.items()
+    }
+
+
+def fixed_vector_pairs(
+    configs: dict[str, Any], data: dict[str, Any], names: Sequence[str]
+) -> list[tuple[str, str]]:
+    """(seq2seq, rnnsearch) pairs trained on the same `data`: whose loss gap is the fixed
     vector's cost (seq2seq-30 with rnnsearch-30, not with rnnsearch-50)."""
     arch = {n: configs[n].model.arch for n in names}
     return [
         (a, b)
         for a in names
         for b in names
-        if arch[a] == "seq2seq" and arch[b] == "rnnsearch" and configs[a].data == configs[b].data
+        if arch[a] == "seq2seq" and arch[b] == "rnnsearch" and data[a] == data[b]
     ]
 
 
 def _loss_section(
     out_dir: Path,
     suffix: str,
+    data: dict[str, Any],
     configs: dict[str, Any],
     results: dict,
     reports: dict[str, Path],
@@ -156,7 +174,7 @@ def _loss_section(
         loss_table(records),
         positions_table(records),
     ]
-    gaps = _gaps(configs, records, reports)
+    gaps = _gaps(configs, data, records, reports)
     atomic_write(out_dir / f"loss_gaps{suffix}.json", json.dumps(gaps, indent=2) + "\n")
     if gaps:
         lines += [
@@ -171,10 +189,12 @@ def _loss_section(
     return lines
 
 
-def _gaps(configs: dict[str, Any], records: dict, reports: dict[str, Path]) -> dict[str, dict]:
+def _gaps(
+    configs: dict[str, Any], data: dict[str, Any], records: dict, reports: dict[str, Path]
+) -> dict[str, dict]:
     """Each fixed-vector pair's paired loss gap, from the sentences' losses in their reports."""
     gaps = {}
-    for a, b in fixed_vector_pairs(configs, list(records)):
+    for a, b in fixed_vector_pairs(configs, data, list(records)):
         stats = [read_sentence_losses(reports[n]) for n in (a, b)]
         srcs_file = reports[a] / SRCS_FILE
         if any(s is None for s in stats) or not srcs_file.is_file():
