@@ -4,6 +4,7 @@ forward, backward, one device -> host read, and update."""
 from __future__ import annotations
 
 import inspect
+import logging
 from contextlib import nullcontext
 from typing import Any, Callable, Optional, Protocol
 
@@ -19,6 +20,8 @@ from nmt.training.rng import rank_seed, seed_everything
 from nmt.training.schedule import Schedule
 from nmt.training.stop_agreement import StopAgreement
 from nmt.training.stopping import oom_advice
+
+log = logging.getLogger("nmt")
 
 
 class Optimised(Protocol):
@@ -54,6 +57,11 @@ def wrap_model(
         # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
         compiled = compile_module(net, dynamic, dist.device.type)
         net = compiled if tc.compile is True else EagerFallback(compiled, net)
+    elif not dynamic:
+        log.warning(
+            "warning: data.shapes pads every batch to a fixed shape for a compiled step, but "
+            "this step runs eager (train.compile); data.shapes: 0 pads less"
+        )
     return net
 
 
