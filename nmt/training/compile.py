@@ -36,7 +36,7 @@ COMPILE_WINS: dict[tuple[str, str], bool] = {
 }
 
 # Static graphs one process may compile for a frame: data.shapes' shapes and each one's shorter
-# last batch of an epoch, with room for the validation's shapes.
+# last batch of an epoch (validation runs the uncompiled model), with room to spare.
 MAX_STATIC_GRAPHS = 64
 
 
