@@ -12,17 +12,22 @@ from __future__ import annotations
 import numpy as np
 
 
+def _slots(shapes: np.ndarray, src: np.ndarray, tgt: np.ndarray, none: float) -> np.ndarray:
+    """[pairs, shapes]: the slots each shape gives each (src, tgt) pair, `none` where it does
+    not cover the pair."""
+    covers = (shapes[None, :, 0] >= src[:, None]) & (shapes[None, :, 1] >= tgt[:, None])
+    return np.where(covers, shapes.sum(1)[None, :], none)
+
+
 def covering_cost(shapes: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
     """Slots of each (src, tgt) length pair in its cheapest covering shape (inf where none)."""
-    covers = (shapes[None, :, 0] >= src[:, None]) & (shapes[None, :, 1] >= tgt[:, None])
-    return np.where(covers, shapes.sum(1)[None, :], np.inf).min(1)
+    return _slots(shapes, src, tgt, np.inf).min(1)
 
 
 def shape_of(shapes: np.ndarray, src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
     """Index of each pair's cheapest covering shape (the first of equals). A batch of pairs
     that share a shape maps to it too: its longest lengths are covered by no cheaper shape."""
-    covers = (shapes[None, :, 0] >= src[:, None]) & (shapes[None, :, 1] >= tgt[:, None])
-    return np.where(covers, shapes.sum(1)[None, :], np.iinfo(np.int64).max).argmin(1)
+    return _slots(shapes, src, tgt, np.iinfo(np.int64).max).argmin(1)
 
 
 def best_shapes(src: np.ndarray, tgt: np.ndarray, n: int, sweeps: int = 6) -> np.ndarray:

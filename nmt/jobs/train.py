@@ -316,8 +316,9 @@ def _trainer(
     batcher = corpus.batcher(
         cfg.data, cfg.train.seed, dist.rank, dist.world, pin=dist.device.type == "cuda"
     )
-    if batcher.shape_line():
-        log.info(batcher.shape_line())
+    shapes = batcher.shape_line()
+    if shapes:
+        log.info(shapes)
     score_fn, valid_batches = None, []
     if valid is not None and dist.rank == 0:
         valid_batches = _valid_batches(cfg, tok, valid)
