@@ -13,8 +13,9 @@ pairs the data uses, the shapes a compiler would see even before the batch's row
 N widths a side still make up to N * N shapes. So for each N the same data is also padded to N
 (source, target) shapes in all (`nmt.data.shapes.best_shapes`, the shapes `data.shapes` trains
 on: coordinate descent from quantile pairs, a local optimum), the count a compiler would really
-see. The per-side padding is a lower bound on it: N shapes use at most N widths a side, and the DP's widths pad each side least. Both are lower
-bounds on what fixed shapes cost: the rows of a shape's last batch in an epoch are not counted.
+see. The per-side padding is a lower bound on it: N shapes use at most N widths a side, and the
+DP's widths pad each side least. Both are lower bounds on what fixed shapes cost: the rows of a
+shape's last batch in an epoch are not counted.
 """
 
 from __future__ import annotations
