@@ -136,3 +136,75 @@ def test_an_eager_run_never_imports_the_compiler():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def _tiny_rnnsearch() -> torch.nn.Module:
+    from nmt.models.rnn_config import RNNSearchConfig
+    from nmt.models.rnnsearch import RNNSearch
+
+    cfg = RNNSearchConfig(arch="rnnsearch", emb_size=16, hidden_size=24, dropout=0.0)
+    torch.manual_seed(0)
+    return RNNSearch(cfg, 50, 50)
+
+
+def _batch(rows: int, src_len: int, tgt_len: int) -> tuple[torch.Tensor, ...]:
+    src = torch.randint(4, 50, (rows, src_len))
+    mask = torch.ones(rows, src_len, dtype=torch.bool)
+    mask[::2, src_len // 2 :] = False  # every other row padded
+    return src, mask, torch.randint(4, 50, (rows, tgt_len))
+
+
+def test_rnnsearch_compiles_its_decoder_step_and_decodes_eager():
+    """The loop over target steps stays Python: one compiled graph serves every target length,
+    where the whole forward compiled would unroll into a graph per length."""
+    model, calls = _tiny_rnnsearch(), []
+
+    def counted(fn):
+        return lambda *args: calls.append(1) or fn(*args)
+
+    assert model.compile_regions(counted) is True
+    src, mask, tgt = _batch(3, 5, 7)
+    model.train()
+    model(src, src_mask=mask, tgt_in=tgt)
+    assert len(calls) == 7  # one call a target step
+    model.eval()
+    with torch.no_grad():
+        model(src, src_mask=mask, tgt_in=tgt)
+        state = model.init_state(model.encode(src, mask))
+        model.decode_step(state, tgt[:, 0])
+    assert len(calls) == 7  # validation and decoding run the eager step
+
+
+def test_models_without_a_python_time_loop_are_compiled_whole():
+    from nmt.models.rnn_config import Seq2SeqConfig
+    from nmt.models.seq2seq import Seq2Seq
+    from nmt.models.transformer import Transformer
+    from nmt.models.transformer_config import TransformerConfig
+
+    tiny = TransformerConfig(arch="transformer", d_model=16, heads=2, ff=32, layers=1)
+    for model in (
+        Transformer(tiny, 50, 50),
+        Seq2Seq(Seq2SeqConfig(arch="seq2seq", emb_size=16, hidden_size=24), 50, 50),
+    ):
+        assert model.compile_regions(lambda fn: pytest.fail("no region to compile")) is False
+
+
+def test_true_trains_rnnsearch_with_its_decoder_step_compiled(tmp_path, nmt_cache):
+    cfg = write_config(tmp_path, "rnnsearch", max_steps=3, log_every=3, compile=True)
+    run = train_job.train(load_config(cfg)).run
+    rows = [m for m in metrics(run) if m["split"] == "train"]
+    assert len(rows) == 1 and torch.isfinite(torch.tensor(rows[0]["loss"]))
+    assert rows[0]["compile_s"] > 0
+    assert "compile: one decoder step a graph" in (run / "train.log").read_text()
+
+
+def test_compiled_rnnsearch_step_learns_what_the_eager_one_does():
+    eager, compiled = _tiny_rnnsearch(), _tiny_rnnsearch()
+    compiled.compile_regions(lambda fn: compile_mod.compile_module(fn, dynamic=True))
+    for shape in ((4, 6, 5), (3, 9, 8)):  # token-bucketed batches change shape every step
+        src, mask, tgt = _batch(*shape)
+        for model in (eager, compiled):
+            model.zero_grad()
+            model(src, src_mask=mask, tgt_in=tgt).logsumexp(-1).mean().backward()
+        for (name, a), b in zip(eager.named_parameters(), compiled.parameters()):
+            assert torch.allclose(a.grad, b.grad, atol=1e-6), name

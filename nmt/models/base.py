@@ -15,7 +15,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from torch import Tensor, nn
 
@@ -155,6 +155,13 @@ class NMTModel(nn.Module):
         (the training loss applies the projection itself, a chunk of tokens at a time)."""
         h = self.features(src, src_mask, tgt_in)
         return h if features else self.vocab_projection()(h)
+
+    def compile_regions(self, compile_fn: Callable[[Callable], Callable]) -> bool:
+        """Put the parts of teacher forcing a compiler should see under `compile_fn`, in place,
+        and return True; False (the default): the caller compiles the whole model. A model
+        whose `features` loops over target steps in Python compiles one step instead, since
+        the compiler would unroll the loop into a graph per target length."""
+        return False
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

@@ -14,7 +14,7 @@ the bottom layer reads [emb; c_i], the attention query is the top layer's s_{i-1
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +53,10 @@ class Cell(nn.Module):
 
 
 class RNNSearch(NMTModel):
+    # `_step` under the compiler (compile_regions); an unbound function, so that a copy of the
+    # model calls it with itself
+    _compiled_step: Optional[Callable] = None
+
     def __init__(self, cfg: RNNSearchConfig, src_vocab: int, tgt_vocab: int) -> None:
         super().__init__()
         E, H, L = cfg.emb_size, cfg.hidden_size, cfg.layers
@@ -120,9 +124,10 @@ class RNNSearch(NMTModel):
         # all steps in one matmul; unbind, not gy[:, i]: each slice's backward would add a
         # zero-filled [B, T, G*H] gradient, T times per batch
         gys = self.in_y(y).unbind(1)
+        step = self._compiled_step if self.training and self._compiled_step else type(self)._step
         t, states, contexts = dict(state.tensors), [], []
         for gy in gys:
-            context, _, new = self._step(gy, t)
+            context, _, new = step(self, gy, t)
             t.update(new)
             states.append(new["h"][:, -1])
             contexts.append(context)
@@ -138,6 +143,11 @@ class RNNSearch(NMTModel):
             State({**state.tensors, **new}, state.step + 1),
             weights,
         )
+
+    def compile_regions(self, compile_fn: Callable[[Callable], Callable]) -> bool:
+        # one graph for every target length; decoding and validation stay eager
+        self._compiled_step = compile_fn(type(self)._step)
+        return True
 
     def matmul_flops_per_token(self, src_len: float, tgt_len: float) -> float:
         E, H, L, Eh = self.src_emb.embedding_dim, self.hidden, self.layers, self.enc_hidden

@@ -18,7 +18,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import torch
 
@@ -75,24 +75,36 @@ def should_compile(setting: Union[str, bool], device: torch.device, arch: str) -
     return True
 
 
+def with_eager_fallback(compiled: Callable, eager: Callable) -> Callable:
+    """`compiled`, until compiling fails (no working compiler, an unsupported op): then one
+    warning line, and `eager` from then on (`train.compile: auto`)."""
+    failed = False
+
+    def call(*args, **kwargs):
+        nonlocal failed
+        if not failed:
+            try:
+                return compiled(*args, **kwargs)
+            except torch._dynamo.exc.TorchDynamoException as e:  # includes backend failures
+                failed = True
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                log.warning(f"compile failed, training eager instead: {first[:200]}")
+        return eager(*args, **kwargs)
+
+    return call
+
+
 class EagerFallback(torch.nn.Module):
-    """Runs the compiled module; if compiling fails (no working compiler, an unsupported op),
-    warns once and runs the eager module from then on (`train.compile: auto`)."""
+    """The whole model compiled, with `with_eager_fallback`: still a module (the trainer sets
+    its mode and, under DDP, asks for no_sync)."""
 
     def __init__(self, compiled: torch.nn.Module, eager: torch.nn.Module) -> None:
         super().__init__()
         self.compiled, self.eager = compiled, eager
-        self.failed = False
+        self.call = with_eager_fallback(compiled, eager)
 
     def forward(self, *args, **kwargs):
-        if not self.failed:
-            try:
-                return self.compiled(*args, **kwargs)
-            except torch._dynamo.exc.TorchDynamoException as e:  # includes backend failures
-                self.failed = True
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                log.warning(f"compile failed, training eager instead: {first[:200]}")
-        return self.eager(*args, **kwargs)
+        return self.call(*args, **kwargs)
 
     def no_sync(self):
         """DDP's no_sync of the wrapped module (gradient accumulation)."""
@@ -126,14 +138,17 @@ def compile_seconds() -> float:
 
 
 def compile_module(
-    net: torch.nn.Module, dynamic: bool = True, device_type: str = "cpu"
-) -> torch.nn.Module:
+    net: Callable, dynamic: bool = True, device_type: str = "cpu", cuda_graphs: bool = True
+) -> Callable:
     """`net` under torch.compile, with the kernel cache in `cache_dir()` (unless the user
     chose another with TORCHINDUCTOR_CACHE_DIR). `dynamic`: lengths and batch sizes are
     symbolic from the start, since token-bucketed batches change shape every step and one
     graph with symbolic sizes serves them all instead of a recompilation per shape. Batches of
     a few fixed shapes (`data.shapes`) compile static graphs instead, one per shape; on CUDA
-    each is also captured as a CUDA graph (`reduce-overhead`), replayed with one launch."""
+    each is also captured as a CUDA graph (`reduce-overhead`), replayed with one launch, unless
+    not `cuda_graphs` (a region called once per time step: a graph's replay overwrites the
+    outputs of the one before, which the next step and the backward pass still read). `net` may
+    be a module or a function."""
     if not _CompileTime.registered:
         torch._dynamo.callback.on_compile_start(_CompileTime.begin)
         torch._dynamo.callback.on_compile_end(_CompileTime.end)
@@ -145,5 +160,5 @@ def compile_module(
         # recompilations a frame, the rest would run eager
         limit = torch._dynamo.config.recompile_limit
         torch._dynamo.config.recompile_limit = max(limit, MAX_STATIC_GRAPHS)
-    mode = "reduce-overhead" if not dynamic and device_type == "cuda" else None
+    mode = "reduce-overhead" if cuda_graphs and not dynamic and device_type == "cuda" else None
     return torch.compile(net, dynamic=dynamic, mode=mode)

@@ -14,7 +14,12 @@ from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch
 from nmt.errors import NmtError
 from nmt.models.base import NMTModel, host_lengths
-from nmt.training.compile import EagerFallback, compile_module, should_compile
+from nmt.training.compile import (
+    EagerFallback,
+    compile_module,
+    should_compile,
+    with_eager_fallback,
+)
 from nmt.training.distributed import DistInfo, all_reduce_sum_
 from nmt.training.rng import rank_seed, seed_everything
 from nmt.training.schedule import Schedule
@@ -54,6 +59,9 @@ def wrap_model(
         cuda = dist.device.type == "cuda"
         net = ddp(net, device_ids=[dist.local_rank] if cuda else None, **no_sync)
     if should_compile(tc.compile, dist.device, arch):
+        if model.compile_regions(lambda fn: _compile_region(fn, tc, dist, dynamic)):
+            log.info("compile: one decoder step a graph; the loop over target steps runs eager")
+            return net
         # compiled around DDP, so that DDP's bucketed all-reduces overlap the backward pass
         compiled = compile_module(net, dynamic, dist.device.type)
         net = compiled if tc.compile is True else EagerFallback(compiled, net)
@@ -63,6 +71,13 @@ def wrap_model(
             "this step runs eager (train.compile); data.shapes: 0 pads less"
         )
     return net
+
+
+def _compile_region(fn: Callable, tc: TrainConfig, dist: DistInfo, dynamic: bool) -> Callable:
+    """One region of a model (an RNN decoder's step) compiled, without CUDA graphs: a graph's
+    replay would overwrite the previous step's outputs, which the next step still reads."""
+    compiled = compile_module(fn, dynamic, dist.device.type, cuda_graphs=False)
+    return compiled if tc.compile is True else with_eager_fallback(compiled, fn)
 
 
 def make_optimizer(model: NMTModel, tc: TrainConfig, device: torch.device) -> Any:
