@@ -28,7 +28,9 @@ from nmt.files import cache_root
 log = logging.getLogger("nmt")
 
 # (device type, architecture) -> the compiled step measured faster than eager. Absent: unmeasured,
-# so `auto` runs eager. See docs/performance.md for the A/B runs behind each entry.
+# so `auto` runs eager. See docs/performance.md for the A/B runs behind each entry (Zen 5, in
+# benchmarks/step-speed/: the Transformer 0.45-0.77x, ab-compile-*.json; rnnsearch's compiled
+# decoder step 0.98x, seq2seq compiled whole 0.96x, ab-compile-rnn-*.json).
 COMPILE_WINS: dict[tuple[str, str], bool] = {
     ("cpu", "transformer"): False,
     ("cpu", "rnnsearch"): False,
