@@ -198,7 +198,8 @@ def test_true_trains_rnnsearch_with_its_decoder_step_compiled(tmp_path, nmt_cach
     assert "compile: one decoder step a graph" in (run / "train.log").read_text()
 
 
-def test_compiled_rnnsearch_step_learns_what_the_eager_one_does():
+def test_compiled_rnnsearch_step_learns_what_the_eager_one_does(monkeypatch, nmt_cache):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # the kernels go to NMT_CACHE
     eager, compiled = _tiny_rnnsearch(), _tiny_rnnsearch()
     compiled.compile_regions(lambda fn: compile_mod.compile_module(fn, dynamic=True))
     for shape in ((4, 6, 5), (3, 9, 8)):  # token-bucketed batches change shape every step
@@ -207,4 +208,5 @@ def test_compiled_rnnsearch_step_learns_what_the_eager_one_does():
             model.zero_grad()
             model(src, src_mask=mask, tgt_in=tgt).logsumexp(-1).mean().backward()
         for (name, a), b in zip(eager.named_parameters(), compiled.parameters()):
-            assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+            # fused kernels sum in another order than eager ones: equal up to rounding
+            assert torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-5), name
