@@ -8,6 +8,8 @@ All tensors are batch-first. Token ids: PAD=0, UNK=1, BOS=2, EOS=3 (fixed in nmt
     decode_step(state, prev_tokens [B]) -> (log_probs [B, V] fp32, State, attn [B, S] | None)
         (log_probs is a new tensor: the search overwrites it in place)
     State.select(index [B']) -> State                            gather rows (beam reorder/expand)
+    compile_regions(compile_fn) -> bool                          what train.compile compiles
+        (default False: the whole model; rnnsearch compiles its decoder step)
 """
 
 from __future__ import annotations
