@@ -382,6 +382,12 @@ def check_trainable(cfg: Config, where: str) -> None:
     if "valid" not in cfg.data.splits and (cfg.train.patience or cfg.train.schedule == "plateau"):
         key = "train.patience" if cfg.train.patience else "train.schedule: plateau"
         raise NmtError(f"'{key}' in {where} needs a validation split: add 'valid' to 'data.splits'")
+    t = cfg.train
+    if t.schedule == "cosine" and t.max_steps <= t.warmup_steps:
+        raise NmtError(
+            f"'train.schedule: cosine' in {where} decays to train.min_lr at train.max_steps: "
+            f"set train.max_steps above train.warmup_steps ({t.warmup_steps}), got {t.max_steps}"
+        )
 
 
 def model_config(arch: str, where: str = "the model config", **values: Any) -> ModelConfig:

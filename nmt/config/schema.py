@@ -259,11 +259,13 @@ class TrainConfig:
         hi_open=True,
     )
     accum_steps: int = opt(1, "batches accumulated per optimiser step", lo=1)
-    schedule: Literal["constant", "noam", "inverse_sqrt", "plateau"] = opt(
+    schedule: Literal["constant", "noam", "inverse_sqrt", "plateau", "cosine"] = opt(
         "constant",
         "learning-rate schedule; warmup applies to all but plateau. inverse_sqrt: "
         "linear warm-up to lr, then lr * sqrt(warmup_steps / step) (Vaswani et al. 2017 with lr "
-        "as its peak); noam is another name for the same schedule",
+        "as its peak); noam is another name for the same schedule; cosine: linear warm-up to "
+        "lr, then half a cosine down to min_lr at max_steps (Loshchilov & Hutter 2017), so a "
+        "fixed step budget ends annealed without waiting for a plateau",
     )
     warmup_steps: int = opt(0, "linear warm-up steps", lo=0)
     plateau_factor: float = opt(
@@ -275,7 +277,7 @@ class TrainConfig:
         hi_open=True,
     )
     plateau_patience: int = opt(2, "plateau: validations without improvement before decaying", lo=0)
-    min_lr: float = opt(1e-6, "plateau: learning-rate floor", lo=0.0)
+    min_lr: float = opt(1e-6, "plateau: learning-rate floor; cosine: the rate at max_steps", lo=0.0)
     log_every: int = opt(50, "steps between log lines", lo=1)
     valid_every: int = opt(500, "steps between validations (also at the end)", lo=1)
     valid_max_sentences: int = opt(

@@ -15,7 +15,9 @@ class Schedule:
 
     constant: lr after linear warm-up; noam / inverse_sqrt: linear warm-up to lr, then
     lr * sqrt(warmup / step) (Vaswani et al.'s schedule with `lr` as its peak); plateau: lr times
-    `plateau_factor` each time validation fails to improve for `plateau_patience` validations.
+    `plateau_factor` each time validation fails to improve for `plateau_patience` validations;
+    cosine: linear warm-up to lr, then min_lr + (lr - min_lr) * (1 + cos(pi * t)) / 2 with t
+    going from 0 after warm-up to 1 at max_steps (Loshchilov & Hutter 2017, one cycle).
     """
 
     def __init__(self, cfg: TrainConfig) -> None:
@@ -29,6 +31,9 @@ class Schedule:
         warm = min(1.0, step / c.warmup_steps) if c.warmup_steps else 1.0
         if c.schedule in ("noam", "inverse_sqrt") and c.warmup_steps and step > c.warmup_steps:
             return c.lr * math.sqrt(c.warmup_steps / step)
+        if c.schedule == "cosine" and step > c.warmup_steps:
+            t = min(1.0, (step - c.warmup_steps) / (c.max_steps - c.warmup_steps))
+            return c.min_lr + (c.lr - c.min_lr) * (1 + math.cos(math.pi * t)) / 2
         return c.lr * warm
 
     def observe(self, score: float, higher_is_better: bool) -> None:
