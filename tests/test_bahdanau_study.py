@@ -157,6 +157,21 @@ def test_the_study_reports_bleu_and_the_loss_by_length_with_the_fixed_vectors_ga
             assert (tiny_bahdanau / f"{plot}{suffix}.png").stat().st_size > 1000
 
 
+def test_the_study_says_how_long_each_models_output_is_by_source_length(tiny_bahdanau):
+    md = (tiny_bahdanau / "study_beam5.md").read_text()
+    section = md.split("## Output length against the reference (short output or wrong words?)")
+    section = section[1].lstrip().split("\n\n")[0]
+    rows = section.splitlines()
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert header[2:] == ["seq2seq-50", "seq2seq-30", "transformer", "rnnsearch-50", "rnnsearch-30"]
+    labels = [r.strip("|").split("|")[0].strip() for r in rows[2:]]
+    assert labels[-2:] == ["51+ pooled", "all"]
+    assert all("· BP " in c and "% short" in c for c in rows[-1].strip("|").split("|")[2:])
+    results = json.loads((tiny_bahdanau / "study_beam5.json").read_text())
+    for r in results.values():
+        assert 0 <= r["length"]["bp"] <= 1 and 0 <= r["length"]["short"] <= 1
+
+
 def test_existing_runs_pair_by_the_cap_they_trained_with_not_the_studys_data(
     tiny_bahdanau, tmp_path
 ):

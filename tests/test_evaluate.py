@@ -22,7 +22,8 @@ from nmt.scoring.metrics import (
     paired_tests,
     score_report,
 )
-from nmt.scoring.report import format_scores, write_report
+from nmt.scoring.report import write_report
+from nmt.scoring.tables import format_scores
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -162,7 +163,7 @@ def test_scores_json_schema(tmp_path, corpus):
     assert isinstance(data["bleu"], float) and isinstance(data["chrf"], float)
     assert isinstance(data["signature"], str) and data["n"] == len(hyps)
     for b in data["buckets"]:
-        assert set(b) == {"lo", "hi", "n", "bleu", "chrf"}
+        assert set(b) == {"lo", "hi", "n", "bleu", "chrf", "length"}
         assert b["bleu"] is None or isinstance(b["bleu"], float)
     assert data["buckets"][-1]["hi"] is None
 
@@ -228,7 +229,7 @@ def test_scoring_and_reporting_do_not_pull_in_torch():
         + ["nmt.config.metrics"]  # the metric table: names, labels, directions
         + ["nmt.errors", "nmt.files", "nmt.run_dir", "nmt.version", "nmt.scoring"]
         + ["nmt.scoring.bootstrap", "nmt.scoring.compare", "nmt.scoring.metrics"]
-        + ["nmt.scoring.report"]
+        + ["nmt.scoring.output_length", "nmt.scoring.report", "nmt.scoring.tables"]
     )
 
 

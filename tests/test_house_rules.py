@@ -60,12 +60,12 @@ STAGES = [
     (
         "evaluate",
         ["nmt.scoring.metrics", "nmt.scoring.bootstrap", "nmt.scoring.comet", "nmt.alignment"]
-        + ["nmt.scoring.loss_by_length"],
+        + ["nmt.scoring.loss_by_length", "nmt.scoring.output_length"],
     ),
     (
         "report",
         ["nmt.scoring.report", "nmt.scoring.compare", "nmt.scoring.curves"]
-        + ["nmt.scoring.length_figures"],
+        + ["nmt.scoring.length_figures", "nmt.scoring.tables"],
     ),
     # the study and the package's lazy `nmt.Translator` run whole jobs: they sit on top
     (

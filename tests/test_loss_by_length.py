@@ -20,7 +20,8 @@ from nmt.scoring.loss_by_length import (
     sentence_stats,
     tenth_stats,
 )
-from nmt.scoring.report import bleu_by_length_figure, format_scores
+from nmt.scoring.report import bleu_by_length_figure
+from nmt.scoring.tables import format_scores
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

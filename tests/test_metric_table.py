@@ -17,7 +17,7 @@ from conftest import REPO
 from nmt.config.metrics import METRICS, SACREBLEU, MetricRow, text_metrics
 from nmt.scoring.compare import comparison_markdown, load_comparison, paired
 from nmt.scoring.metrics import score_report, validation_row
-from nmt.scoring.report import format_scores
+from nmt.scoring.tables import format_scores
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

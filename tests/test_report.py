@@ -11,14 +11,12 @@ from nmt.errors import NmtError
 from nmt.scoring.compare import compare_reports, load_comparison, paired, verdicts
 from nmt.scoring.metrics import score_report
 from nmt.scoring.report import (
-    BETTER,
-    WORSE,
     bleu_by_length_figure,
-    bucket_table,
     plot_attention,
     plot_bleu_by_length,
     write_report,
 )
+from nmt.scoring.tables import BETTER, WORSE, bucket_table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

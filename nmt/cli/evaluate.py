@@ -170,7 +170,7 @@ def _evaluate_and_print(a: argparse.Namespace, opts) -> int:
 
 def _print_report(a: argparse.Namespace, scores: dict, report) -> None:
     """One report's scores, constraints and off-target rate, and a comparison if asked."""
-    from nmt.scoring.report import format_scores
+    from nmt.scoring.tables import format_scores
 
     print(f"checkpoint: {scores['checkpoint']} (step {scores['step']})")
     if "direction" in scores:

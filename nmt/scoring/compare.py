@@ -26,7 +26,8 @@ from nmt.scoring.metrics import (
     paired_tests,
     score_report,
 )
-from nmt.scoring.report import HYPS_FILE, REFS_FILE, SRCS_FILE, bucket_table, plot_bleu_by_length
+from nmt.scoring.report import HYPS_FILE, REFS_FILE, SRCS_FILE, plot_bleu_by_length
+from nmt.scoring.tables import bucket_table
 
 log = logging.getLogger("nmt")
 COMPARE_PLOT, COMPARE_TABLE, COMPARE_JSON = "compare.png", "compare.md", "compare.json"

@@ -12,7 +12,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from nmt.scoring.metrics import bucket_label
-from nmt.scoring.report import _markdown, _save
+from nmt.scoring.report import _save
+from nmt.scoring.tables import markdown_table
 
 TENTH_LABELS = [f"{10 * k}-{10 * (k + 1)}%" for k in range(10)]
 # A gap that grows with length: its interval at the long sentences lies above its 11-20 interval.
@@ -56,7 +57,7 @@ def loss_table(records: dict[str, dict]) -> str:
         label = bucket_label(long["lo"], long["hi"]) + " pooled"
         rows.append([label, str(long["n"]), *(_cell(r.get("long")) for r in records.values())])
     rows.append(["all", str(first["n"]), *(_cell(r) for r in records.values())])
-    return _markdown(header, rows)
+    return markdown_table(header, rows)
 
 
 def positions_table(records: dict[str, dict]) -> str:
@@ -68,7 +69,7 @@ def positions_table(records: dict[str, dict]) -> str:
         for k, label in enumerate(TENTH_LABELS)
     ]
     what = bucket_label(first["lo"], first["hi"])
-    return f"The {first['n']} references of {what}-word sources:\n\n" + _markdown(header, rows)
+    return f"The {first['n']} references of {what}-word sources:\n\n" + markdown_table(header, rows)
 
 
 def gap_table(gaps: dict[str, dict]) -> str:
@@ -88,7 +89,7 @@ def gap_table(gaps: dict[str, dict]) -> str:
         for g in gaps.values():
             cells += [_cell(pick(g), "gap"), _p(pick(g)["p"])]
         rows.append(cells)
-    return _markdown(header, rows)
+    return markdown_table(header, rows)
 
 
 def gap_verdicts(gaps: dict[str, dict]) -> list[str]:

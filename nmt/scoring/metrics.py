@@ -42,6 +42,7 @@ from nmt.scoring.bootstrap import (
     resample_counts,
     resampled_scores,
 )
+from nmt.scoring.output_length import length_record, length_stats
 
 DEFAULT_BUCKETS = [10, 20, 30, 40, 50]  # inclusive upper bounds in source words; "51+" follows
 
@@ -221,9 +222,12 @@ def score_report(
     """Everything scores.json holds: corpus scores plus each metric per source-length bucket,
     each bucket scored as its own corpus (None when empty). With `n_samples` > 0 every score
     gets a 95% bootstrap interval `METRIC_ci` = [low, high] from that many resamples. `extra`
-    adds metrics given as sentence scores (name -> (MeanScore, scores)), averaged per group."""
+    adds metrics given as sentence scores (name -> (MeanScore, scores)), averaged per group.
+    With BLEU, each group also gets `length`: its output length against the reference
+    (`nmt.scoring.output_length`), on the same draws."""
     _check_parallel(hyps, refs, srcs)
     stats = _all_stats(hyps, refs, metrics, extra)
+    lengths = length_stats(stats["bleu"][1]) if "bleu" in stats else None
     scores = _corpus(stats)
     ranges = bucket_bounds(bounds)
     members = bucket_members(srcs, ranges)
@@ -237,6 +241,8 @@ def score_report(
                 out[f"{name}_ci"] = (
                     None if counts is None else interval(resampled_scores(metric, st[idx], counts))
                 )
+        if lengths is not None:
+            out["length"] = length_record(lengths[idx], counts) if len(idx) else None
     scores["buckets"] = buckets
     if n_samples:
         scores["bootstrap"] = {"samples": n_samples, "seed": seed, "confidence": 0.95}

@@ -1,6 +1,6 @@
-"""Report files: an evaluation's hyps.txt, srcs.txt, refs.txt and scores.json; tables and plots of
-scores by source length per model, with bootstrap intervals and paired significance tests; and
-attention maps.
+"""Report files: an evaluation's hyps.txt, srcs.txt, refs.txt and scores.json; plots of scores by
+source length per model, with bootstrap intervals and paired significance marks; and attention
+maps (the tables: `nmt.scoring.tables`).
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so nothing needs a display
 and no global figure state leaks between calls. Every file is written atomically.
@@ -19,171 +19,14 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from nmt.config.metrics import higher_is_better, metric_label, report_metrics
+from nmt.config.metrics import metric_label
 from nmt.errors import NmtError
 from nmt.scoring.bootstrap import SIGNIFICANCE
 from nmt.scoring.metrics import SCORES_FILE, bucket_label
+from nmt.scoring.tables import BETTER, buckets_of, shown_buckets, significance_mark
 
 HYPS_FILE, SRCS_FILE, REFS_FILE = "hyps.txt", "srcs.txt", "refs.txt"
 PLOT_FILE = "bleu_by_length.png"
-# Significance marks (tables and plots): which way a model differs from the first, not only that.
-BETTER, WORSE = "▲", "▼"
-
-
-# ------------------------------------------------------------------------------- buckets
-
-
-def _buckets(scores_by_model: dict[str, dict]) -> list[tuple[int, int | None]]:
-    """The shared (lo, hi) bucket ranges; every model must use the same ones to be compared."""
-    if not scores_by_model:
-        raise NmtError("nothing to compare: no models given")
-    ranges = {}
-    for name, scores in scores_by_model.items():
-        if not scores.get("buckets"):
-            raise NmtError(f"scores of '{name}' have no BLEU-by-length buckets")
-        ranges[name] = [(b["lo"], b["hi"]) for b in scores["buckets"]]
-    first, *rest = ranges
-    for name in rest:
-        if ranges[name] != ranges[first]:
-            raise NmtError(f"'{name}' and '{first}' were scored with different length buckets")
-    return ranges[first]
-
-
-def shown_buckets(scores_by_model: dict[str, dict]) -> tuple[list[int], list[str]]:
-    """Indices of the buckets that hold sentences, and the labels of the empty ones left out."""
-    ranges = _buckets(scores_by_model)
-    first = next(iter(scores_by_model.values()))["buckets"]
-    shown = [k for k, b in enumerate(first) if b["n"] > 0]
-    return shown, [bucket_label(*ranges[k]) for k in range(len(ranges)) if k not in shown]
-
-
-def _fmt(value: Optional[float], ci: Optional[list] = None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}" if not ci else f"{value:.2f} [{ci[0]:.1f}, {ci[1]:.1f}]"
-
-
-def significance_mark(
-    p: Optional[float], mine: Optional[float], theirs: Optional[float], metric: str
-) -> str:
-    """BETTER or WORSE where the paired test says p < SIGNIFICANCE (by the metric's direction:
-    lower TER is better), else ''."""
-    if p is None or p >= SIGNIFICANCE or mine is None or theirs is None or mine == theirs:
-        return ""
-    return BETTER if (mine > theirs) == higher_is_better(metric) else WORSE
-
-
-def _fmt_p(p: Optional[float], mark: str = "") -> str:
-    if p is None:
-        return "-"
-    return ("<0.001" if p < 0.001 else f"{p:.3f}") + (f" {mark}" if mark else "")
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths)) + " |"
-
-    rule = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"  # right-aligned columns
-    return "\n".join([line(header), rule, *map(line, rows)]) + "\n"
-
-
-def _notes(scores_by_model: dict[str, dict], dropped: list[str], tests: Optional[dict]) -> str:
-    notes = []
-    if dropped:
-        notes.append(
-            f"Empty buckets not shown: {', '.join(dropped)} source words (no sentence that long)."
-        )
-    boot = next(iter(scores_by_model.values())).get("bootstrap")
-    if boot:
-        notes.append(
-            f"[low, high]: 95% bootstrap interval ({boot['samples']} resamples, "
-            f"seed {boot['seed']})."
-        )
-    if tests:
-        first = next(iter(scores_by_model))
-        samples = next(iter(tests.values())).get("samples", "?")
-        notes.append(
-            f"p: sacreBLEU's paired bootstrap test against {first} ({samples} "
-            f"resamples); {BETTER} significantly better, {WORSE} significantly worse than "
-            f"{first} (p < {SIGNIFICANCE})."
-        )
-    return "".join(f"\n{n}\n" for n in notes)
-
-
-def bucket_table(
-    scores_by_model: dict[str, dict], metric: str = "bleu", tests: Optional[dict] = None
-) -> str:
-    """Markdown table of one metric: a row per non-empty length bucket and one for the whole
-    test set, the sentence count, each model's score [95% interval], and with `tests` (model ->
-    paired test against the first model) a p-value column after each other model."""
-    ranges = _buckets(scores_by_model)
-    shown, dropped = shown_buckets(scores_by_model)
-    names = list(scores_by_model)
-    header = ["source words", "n"]
-    for i, name in enumerate(names):
-        header.append(
-            name if metric == "bleu" or len(names) == 1 else f"{name} {metric_label(metric)}"
-        )
-        if tests and i > 0:
-            header.append(f"p ({name})")
-
-    def row(label: str, n: int, get, get_p) -> list[str]:
-        cells = [label, str(n)]
-        theirs = get(next(iter(scores_by_model.values())))[0]
-        for i, (name, s) in enumerate(scores_by_model.items()):
-            value, ci = get(s)
-            cells.append(_fmt(value, ci))
-            if tests and i > 0:
-                p = get_p(tests.get(name))
-                cells.append(_fmt_p(p, significance_mark(p, value, theirs, metric)))
-        return cells
-
-    rows = [
-        row(
-            bucket_label(*ranges[k]),
-            next(iter(scores_by_model.values()))["buckets"][k]["n"],
-            lambda s, k=k: (s["buckets"][k].get(metric), s["buckets"][k].get(f"{metric}_ci")),
-            lambda t, k=k: t and t["buckets"][k].get(metric),
-        )
-        for k in shown
-    ]
-    first = next(iter(scores_by_model.values()))
-    rows.append(
-        row(
-            "all",
-            first["n"],
-            lambda s: (s.get(metric), s.get(f"{metric}_ci")),
-            lambda t: t and t["p"].get(metric),
-        )
-    )
-    return _markdown(header, rows) + _notes(scores_by_model, dropped, tests)
-
-
-def metrics_table(scores: dict) -> str:
-    """One model's table: a row per non-empty bucket (and 'all'), a column per metric."""
-    ranges = _buckets({"m": scores})
-    shown, dropped = shown_buckets({"m": scores})
-    metrics = [m for m in report_metrics() if m in scores]
-    header = ["source words", "n", *(metric_label(m) for m in metrics)]
-    rows = [
-        [
-            bucket_label(*ranges[k]),
-            str(scores["buckets"][k]["n"]),
-            *(
-                _fmt(scores["buckets"][k].get(m), scores["buckets"][k].get(f"{m}_ci"))
-                for m in metrics
-            ),
-        ]
-        for k in shown
-    ]
-    rows.append(
-        ["all", str(scores["n"]), *(_fmt(scores[m], scores.get(f"{m}_ci")) for m in metrics)]
-    )
-    return _markdown(header, rows) + _notes({"m": scores}, dropped, None)
-
-
 # ------------------------------------------------------------------------------- plots
 
 
@@ -224,7 +67,7 @@ def bleu_by_length_figure(
 ) -> Figure:
     """The figure of `plot_bleu_by_length`. The marks sit above the error bars with the axis
     raised to hold them, and the legend stands outside the axes, where it covers no bar."""
-    ranges = _buckets(scores_by_model)
+    ranges = buckets_of(scores_by_model)
     shown, dropped = shown_buckets(scores_by_model)
     first = next(iter(scores_by_model.values()))
     x = np.arange(len(shown), dtype=float)
@@ -408,35 +251,3 @@ def write_report(
             out / PLOT_FILE,
             title=title or "BLEU by source length",
         )
-
-
-def format_scores(scores: dict) -> str:
-    """Human-readable scores: each metric with its interval and signature, then the table."""
-    lines = []
-    for m in report_metrics():
-        if m in scores:
-            ci = scores.get(f"{m}_ci")
-            sig = scores.get("signature" if m == "bleu" else f"{m}_signature", "?")
-            interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-            lines.append(f"{metric_label(m)} = {scores[m]:.2f}{interval} (signature {sig})")
-    loss = scores.get("loss_by_length")
-    if loss and loss.get("nll") is not None:
-        ci = loss.get("nll_ci")
-        interval = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-        lines.append(f"loss on the reference = {loss['nll']:.3f}{interval} {loss['unit']}")
-    text = "\n".join(lines) + "\n"
-    if scores.get("buckets"):
-        text += "\n" + metrics_table(scores) + merge_note(scores)
-    return text
-
-
-def merge_note(scores: dict) -> str:
-    """The line that says which length buckets were merged and why (eval.min_bucket)."""
-    merge = scores.get("bucket_merge")
-    if not merge:
-        return ""
-    asked = ",".join(str(b) for b in merge["asked"])
-    return (
-        f"Buckets merged so that each holds at least {merge['min_sentences']} sentences "
-        f"(eval.min_bucket; asked for upper bounds {asked}).\n"
-    )

@@ -1,5 +1,5 @@
 """A study's joint report: study.json, study.md (the bucket tables side by side, the length
-verdicts, the paired tests, the loss on the reference by length with the fixed vector's gap, the
+verdicts, the paired tests, the output length against the reference, the loss on the reference by length with the fixed vector's gap, the
 models' sizes and budgets), bleu_by_length.png (Bahdanau et al. 2014, Fig. 2: interval bands, the
 training caps marked) and loss_by_length.png."""
 
@@ -18,6 +18,7 @@ from nmt.scoring.compare import (
     length_verdicts,
     load_comparison,
     paired,
+    pooled_long,
     verdicts,
 )
 from nmt.scoring.length_figures import (
@@ -28,7 +29,8 @@ from nmt.scoring.length_figures import (
     positions_table,
 )
 from nmt.scoring.loss_by_length import loss_gap, read_sentence_losses
-from nmt.scoring.report import SRCS_FILE, merge_note, plot_bleu_by_length
+from nmt.scoring.report import SRCS_FILE, plot_bleu_by_length
+from nmt.scoring.tables import length_table, merge_note
 
 if TYPE_CHECKING:
     from nmt.study.scoring import Scoring
@@ -98,6 +100,7 @@ def write_report(
         "",
         *verdicts(comp),
         "",
+        *_length_section(comp),
         *_models_table(configs, results, list(existing)),
     ]
     reports = {n: scoring.report(RunDir(out_dir / n), beam) for n in order}
@@ -114,6 +117,16 @@ def write_report(
         bands=True,
         caps=caps,
     )
+
+
+def _length_section(comp) -> list[str]:
+    """study.md's output length against the reference by source length, the long sentences
+    pooled as the verdicts pool them: short output or wrong words."""
+    pooled = {n: pooled_long(comp.reports[n], s, "bleu") for n, s in comp.scores.items()}
+    table = length_table(comp.scores, pooled)
+    if not table:
+        return []
+    return ["## Output length against the reference (short output or wrong words?)", "", table]
 
 
 def training_data(configs: dict[str, Any], existing: Mapping[str, str]) -> dict[str, Any]:
