@@ -19,7 +19,7 @@ import torch
 from nmt.checkpoint import load_models
 from nmt.config import Config
 from nmt.config.load import with_decode_options
-from nmt.data.language_pieces import count_target_pieces
+from nmt.data.language_pieces import check_min_count, count_target_pieces
 from nmt.data.tokenizer import Tokenizer
 from nmt.decode import decode_settings
 from nmt.errors import NmtError
@@ -127,4 +127,5 @@ def load_for_decoding(
         cfg = with_decode_options(cfg, overrides, overrides_from)
     if cfg.decode.language_vocab:
         tok.piece_counts = count_target_pieces(cfg.data, tok)
+        check_min_count(tok, cfg.decode.language_vocab)
     return Loaded(cfg, model, tok, meta, dev, p, int8)

@@ -6,6 +6,7 @@ Every command sets this up once; `nmt study` tags each model's lines.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Optional
 
@@ -21,6 +22,8 @@ class _AboveProgressBar(logging.StreamHandler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             tqdm.write(self.format(record), file=self.stream)
+        except BrokenPipeError:  # the reader went away (`| head`): the work goes on, unseen
+            self.stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - kept open
         except Exception:
             self.handleError(record)
 

@@ -18,15 +18,19 @@ module.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
 from typing import Optional
 
 from nmt.config import Config
-from nmt.config.load import dump_yaml, load_config, to_dict, with_absolute_paths
+from nmt.config.load import dump_yaml, load_config, read_yaml, to_dict, with_absolute_paths
 from nmt.errors import NmtError
 from nmt.files import atomic_write
+
+log = logging.getLogger("nmt")
+_told: set[Path] = set()  # the stray averaged.pt files already reported in this process
 
 REPORT_PREFIX = "eval_"
 # train keys that say how a run is executed, not what it trains: resuming on another machine
@@ -132,13 +136,17 @@ class RunDir:
 
     def checkpoint(self, prefer: str = "best") -> Path:
         """The run's model (prefer='best') or its latest step checkpoint; the other one when that
-        is missing. The run's model is averaged.pt when its training wrote one (a recipe that
-        sets train.average_last means the average as its result), else best.pt."""
+        is missing. The run's model is averaged.pt when its training writes one (a recipe that
+        sets train.average_last means the average as its result), else best.pt: an averaged.pt
+        put there by hand (`nmt average -o RUN/averaged.pt`) is used only when named, and the
+        log says so once."""
         if not self.path.exists():
             raise NmtError(f"no such checkpoint or run directory: {self.path}")
         steps = self.step_checkpoints()
         if prefer == "best" and self.averaged.is_file():
-            return self.averaged
+            if self._training_averages():
+                return self.averaged
+            self._tell_stray_average()
         if prefer == "best" and self.best.is_file():
             return self.best
         if steps:
@@ -151,6 +159,26 @@ class RunDir:
                 f"run directory written by nmt train or a checkpoint file"
             )
         raise NmtError(f"run directory {self.path} has no checkpoint yet (train it first)")
+
+    def _training_averages(self) -> bool:
+        """Whether this run's training writes averaged.pt: train.average_last > 0 in its config
+        (read as stored, so a config of an older nmt still answers)."""
+        try:
+            train = read_yaml(self.config, "run config").get("train")
+        except (NmtError, AttributeError):
+            return False
+        return isinstance(train, dict) and bool(train.get("average_last"))
+
+    def _tell_stray_average(self) -> None:
+        if self.averaged in _told:
+            return
+        _told.add(self.averaged)
+        used = self.BEST if self.best.is_file() else "its latest step checkpoint"
+        log.warning(
+            f"{self.averaged} is not this run's model (its training does not average: "
+            f"train.average_last is 0 in {self.config}), so {used} is used; name the file to "
+            f"use it"
+        )
 
     def prune(self, keep: int) -> None:
         """Delete all but the newest `keep` step checkpoints."""

@@ -67,6 +67,7 @@ def test_checkpoint_prefers_best_or_latest_and_falls_back(tmp_path):
 def test_a_run_that_averaged_its_last_checkpoints_is_its_average(tmp_path):
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
+    run.config.write_text("train:\n  average_last: 2\n")  # its training writes averaged.pt
     touch(run.best)
     touch(run.step_checkpoint(4))
     touch(run.averaged)  # written by train.average_last when training ends

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from nmt.cli.options import count, positive
+from nmt.cli.options import count, positive, seed
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -33,7 +33,7 @@ def _synth_args(dsub) -> None:
     syn.add_argument("--train", type=positive, default=50000, help="training pairs" + dflt)
     syn.add_argument("--valid", type=positive, default=1000, help="validation pairs" + dflt)
     syn.add_argument("--test", type=positive, default=3000, help="test pairs" + dflt)
-    syn.add_argument("--seed", type=int, default=1, help="seed of lexicon and sentences" + dflt)
+    syn.add_argument("--seed", type=seed, default=1, help="seed of lexicon and sentences" + dflt)
     syn.add_argument(
         "--lexicon",
         type=positive,
@@ -64,7 +64,7 @@ def _constraints_args(dsub) -> None:
     )
     dflt = " (default: %(default)s)"
     c.add_argument("--ref", required=True, help="reference file, one sentence per line")
-    c.add_argument("--seed", type=int, default=1, help="seed of the draw" + dflt)
+    c.add_argument("--seed", type=seed, default=1, help="seed of the draw" + dflt)
     c.add_argument("--min-phrases", type=count, default=1, help="phrases per line, at least" + dflt)
     c.add_argument("--max-phrases", type=count, default=3, help="phrases per line, at most" + dflt)
     c.add_argument(

@@ -10,6 +10,7 @@ number (130, 143), never 0: it is checkpointed, not done.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib import import_module
 from typing import NoReturn, Optional
@@ -83,7 +84,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     keep_freed_memory()  # steps and decoding batches reuse freed memory (nmt.data.heap)
     try:
-        return a.func(a)
+        code = a.func(a)
+        sys.stdout.flush()  # a reader that went away is found here, not at exit
+        return code
+    except BrokenPipeError:  # `nmt ... | head`: the reader has what it wanted; the work is done
+        _quiet_stdout()
+        return 0
     except NmtError as err:
         print(f"nmt: error: {err}", file=sys.stderr)
         return 2
@@ -94,6 +100,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         print("nmt: interrupted", file=sys.stderr)
         return 130
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush at exit cannot fail again
+    (Python's documented recipe for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import sys
 import typing
 from typing import Callable
 
-from nmt.config.schema import Metric
+from nmt.config.schema import SEED_MAX, Metric
 from nmt.errors import NmtError
 
 
@@ -18,8 +18,8 @@ def ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
 
 
-def int_at_least(lo: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= lo."""
+def int_at_least(lo: int, hi: int = 2**63 - 1) -> Callable[[str], int]:
+    """An argparse type: an integer >= lo (and <= hi: int64's top by default)."""
 
     def parse(text: str) -> int:
         try:
@@ -28,12 +28,15 @@ def int_at_least(lo: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if v < lo:
             raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {v}")
+        if v > hi:
+            shown = text if len(text) <= 30 else text[:27] + "..."
+            raise argparse.ArgumentTypeError(f"expected an integer <= {hi}, got {shown}")
         return v
 
     return parse
 
 
-positive, count = int_at_least(1), int_at_least(0)
+positive, count, seed = int_at_least(1), int_at_least(0), int_at_least(0, SEED_MAX)
 
 
 def metrics(text: str) -> tuple[str, ...]:
@@ -75,7 +78,7 @@ def decode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=float, help="divide log-probs by T (default 1)")
     g.add_argument("--top-k", type=count, metavar="K", help="draw from the K likeliest tokens")
     g.add_argument("--top-p", type=float, metavar="P", help="draw from the nucleus of mass P")
-    g.add_argument("--seed", type=int, help="sampling seed (default: decode.seed)")
+    g.add_argument("--seed", type=seed, help="sampling seed (default: decode.seed)")
 
 
 def language_vocab_arg(p: argparse.ArgumentParser) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt.cli.options import constraint_limit_args, count, language_vocab_arg, positive
+from nmt.cli.options import (
+    constraint_limit_args,
+    count,
+    int_at_least,
+    language_vocab_arg,
+    positive,
+)
 from nmt.errors import NmtError
 from nmt.serve import REQUEST_PHRASES
 
@@ -24,7 +30,12 @@ def register(sub: "argparse._SubParsersAction") -> None:
         help="checkpoint file or run directory; several are served as one ensemble",
     )
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    sv.add_argument("--port", type=count, default=8000, help="port (default: 8000)")
+    sv.add_argument(
+        "--port",
+        type=int_at_least(0, 65535),
+        default=8000,
+        help="port (default: 8000; 0: any free one)",
+    )
     _batching_args(sv)
     sv.add_argument(
         "--device",

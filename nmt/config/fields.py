@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any, Literal, Union
 
 from nmt.errors import NmtError
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
 def hints(cls: type) -> dict[str, Any]:
@@ -87,16 +90,30 @@ def coerce(value: Any, tp: Any, key: str, where: str) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad()
+        if not INT_MIN <= value <= INT_MAX:  # torch, numpy and the checkpoint store int64
+            raise NmtError(
+                f"value out of range for '{key}' in {where}: expected an integer between "
+                f"{INT_MIN} and {INT_MAX}, got {value}"
+            )
         return value
     if tp is float:
         if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
             try:
-                return float(value)
+                value = float(value)
             except ValueError:
                 raise bad() from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad()
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int past float's range
+            number = math.inf
+        if not math.isfinite(number):  # nan passes every comparison with a bound
+            raise NmtError(
+                f"value out of range for '{key}' in {where}: expected a finite number, got "
+                f"{value!r}"
+            )
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise bad()

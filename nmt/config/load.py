@@ -158,6 +158,27 @@ def _build(cls: type, raw: Any, prefix: str, where: str, stored: bool = False) -
     return cls(**kwargs)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml's safe loader, refusing a key that a mapping repeats (yaml keeps the last one
+    silently, so the first value a user wrote would be lost unseen)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen and key != "<<":
+                first = seen[key]
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key '{key}' (first at line {first.line + 1}; each key once "
+                    f"per mapping)",
+                    key_node.start_mark,
+                )
+            seen.setdefault(key, key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: Path, kind: str = "config") -> dict:
     """A YAML mapping from a file; every failure is one line naming the file (and line)."""
     try:
@@ -169,11 +190,15 @@ def read_yaml(path: Path, kind: str = "config") -> dict:
     except OSError as e:
         raise NmtError(f"cannot read {kind} file {path}: {e.strerror}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
+    except RecursionError:
+        raise NmtError(f"{kind} file {path} nests too deeply to be a config") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if isinstance(e, yaml.constructor.ConstructorError) and "duplicate key" in problem:
+            raise NmtError(f"{problem} in {path}{at}") from None
         if isinstance(e, yaml.constructor.ConstructorError):  # e.g. !!python/object: never run
             raise NmtError(
                 f"YAML tag not allowed in {path}{at}: {problem} ({kind} files are "

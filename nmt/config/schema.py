@@ -20,6 +20,11 @@ RELATIVE_PATHS = (
 )
 
 
+# Every seed fits NumPy's legacy generator (np.random.seed takes 0 to 2**32 - 1), the tightest of
+# the generators a seed reaches.
+SEED_MAX = 2**32 - 1
+
+
 def opt(
     default: Any,
     doc: str,
@@ -51,7 +56,9 @@ class SyntheticConfig:
     train: int = opt(20000, "number of generated training pairs", lo=1)
     valid: int = opt(500, "number of generated validation pairs", lo=1)
     test: int = opt(1000, "number of generated test pairs", lo=1)
-    seed: int = opt(1, "generator seed (the corpus is a pure function of its settings)")
+    seed: int = opt(
+        1, "generator seed (the corpus is a pure function of its settings)", lo=0, hi=SEED_MAX
+    )
     lexicon: int = opt(400, "number of content words in the lexicon", lo=20)
     min_words: int = opt(3, "shortest source sentence in words", lo=1)
     max_words: int = opt(80, "longest source sentence in words", lo=3)
@@ -142,8 +149,10 @@ class DataConfig:
         "chosen for the corpus, with a fixed row count per width, so a compiled step "
         "(train.compile: true) is captured once per shape instead of tracing symbolic sizes; "
         "costs padding (16% at 8 on Multi30k, 21-23% on Europarl: docs/performance.md); "
-        "0 = token-bucketed batches",
+        "0 = token-bucketed batches; at most 64 (a compiled step per shape: more would "
+        "compile for longer than they save)",
         lo=0,
+        hi=64,
     )
     lowercase: bool = opt(False, "lowercase both sides before subword training and encoding")
     workers: int = opt(
@@ -224,7 +233,7 @@ class TrainConfig:
         "run directory: config, subword models, checkpoints, "
         "logs (relative to the working directory)",
     )
-    seed: int = opt(1, "seeds Python, NumPy and torch; also the batch shuffling")
+    seed: int = opt(1, "seeds Python, NumPy and torch; also the batch shuffling", lo=0, hi=SEED_MAX)
     max_steps: int = opt(0, "stop after this many optimiser steps (0 = no limit)", lo=0)
     max_epochs: int = opt(0, "stop after this many epochs (0 = no limit)", lo=0)
     max_minutes: float = opt(
@@ -386,7 +395,10 @@ class DecodeConfig:
         lo_open=True,
     )
     seed: int = opt(
-        1, "sampling: random seed (the same seed, input and batch_tokens give the same samples)"
+        1,
+        "sampling: random seed (the same seed, input and batch_tokens give the same samples)",
+        lo=0,
+        hi=SEED_MAX,
     )
 
 

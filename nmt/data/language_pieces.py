@@ -46,6 +46,20 @@ def count_target_pieces(data: DataConfig, tok: Tokenizer) -> PieceCounts:
     return out
 
 
+def check_min_count(tok: Tokenizer, min_count: int) -> None:
+    """A one-line error when decode.language_vocab masks every ordinary piece of a target
+    language: its output could only be empty."""
+    control = _control_pieces(tok.tgt)
+    for lang, counts in tok.piece_counts.items():
+        most = max((c for c, ctl in zip(counts, control.tolist()) if not ctl), default=0)
+        if most < min_count:
+            raise NmtError(
+                f"decode.language_vocab {min_count} leaves no piece to write in '{lang}': its "
+                f"most frequent piece is seen {most} times in its training text, so every "
+                f"translation would be empty; use at most {most}"
+            )
+
+
 def _case(text: str, tok: Tokenizer) -> str:
     return text.lower() if tok.lowercase else text
 

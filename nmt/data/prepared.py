@@ -184,6 +184,9 @@ def _read_train(cfg: Config, cache: Path, progress: bool):
             gen_kwargs={"data": cfg.data, "progress": progress},
         )
     except Exception as e:  # noqa: BLE001 - re-raised, unwrapped when it is the user's mistake
+        if isinstance(e, ValueError) and "corresponds to no data" in str(e):  # no row at all
+            files = ", ".join(map(str, corpus.split_files(cfg.data, "train")))
+            raise NmtError(f"the training split is empty: {files} hold no lines") from None
         raise _unwrap(e) from None
 
 

@@ -42,6 +42,10 @@ def reference_losses(
     None for a pivot (two passes): no model reads the source and writes the reference.
     `reuse`: another beam's report of this checkpoint, whose loss is taken when it answers."""
     if len(passes) > 1:
+        log.warning(
+            "no loss on the reference: a pivot translates in two passes, so no model reads the "
+            "source and writes the reference"
+        )
         return None
     reused = reused_losses(reuse, scores)
     if reused is not None:

@@ -129,22 +129,35 @@ def loss_figure(records: dict[str, dict], title: Optional[str] = None) -> Figure
     first = next(iter(records.values()))
     shown = [k for k, b in enumerate(first["buckets"]) if b["n"]]
     labels = [f"{bucket_label(b['lo'], b['hi'])}\nn={b['n']}" for b in first["buckets"]]
+    pos = first["positions"]
     for name, r in records.items():
         _errorbars(left, [r["buckets"][k] for k in shown], name)
-        _errorbars(right, r["positions"]["tenths"], name)
+        if pos["n"]:
+            _errorbars(right, r["positions"]["tenths"], name)
     left.set_xticks(range(len(shown)), [labels[k] for k in shown])
     left.set_xlabel("source sentence length (words)")
     left.set_ylabel("loss on the reference (nats per token)")
-    pos = first["positions"]
-    right.set_xticks(range(10), [label.replace("-", "-\n") for label in TENTH_LABELS], fontsize=7)
-    right.set_xlabel(
-        f"position in the reference ({bucket_label(pos['lo'], pos['hi'])}-word sources, "
-        f"n={pos['n']})"
-    )
-    for ax in (left, right):
+    long = f"{bucket_label(pos['lo'], pos['hi'])}-word sources"
+    for ax in (left, right) if pos["n"] else (left,):
         ax.grid(True, alpha=0.4)
         ax.margins(x=0.06)
-    right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    if pos["n"]:
+        labels = [label.replace("-", "-\n") for label in TENTH_LABELS]
+        right.set_xticks(range(10), labels, fontsize=7)
+        right.set_xlabel(f"position in the reference ({long}, n={pos['n']})")
+    else:  # nothing to draw: say so instead of an empty axis
+        right.set_axis_off()
+        right.text(
+            0.5,
+            0.5,
+            f"no sentence of {long} in this split:\nno loss by position",
+            ha="center",
+            va="center",
+            fontsize=10,
+            transform=right.transAxes,
+        )
+    legend_on = right if pos["n"] else left
+    legend_on.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.suptitle(title or "Loss on the reference by length (95% bootstrap intervals)")
     return fig
 

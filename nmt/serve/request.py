@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nmt.api import Sampling, Translator
 from nmt.config import DecodeConfig
+from nmt.config.schema import SEED_MAX
 from nmt.data.constraints_file import LimitExceeded
 from nmt.errors import NmtError
 from nmt.serve import REQUEST_PHRASES
@@ -74,7 +75,9 @@ class TranslateRequest(BaseModel):
     top_p: Optional[float] = Field(
         None, gt=0, le=1, description="sampling: draw from the nucleus of mass P"
     )
-    seed: Optional[int] = Field(None, description="sampling seed (default: decode.seed)")
+    seed: Optional[int] = Field(
+        None, ge=0, le=SEED_MAX, description="sampling seed (default: decode.seed)"
+    )
     tgt_lang: Optional[str] = Field(
         None,
         description="the language to translate into: required for a multilingual model (one "
@@ -115,7 +118,7 @@ class ApiError(Exception):
 
 def _field_error(err: dict) -> str:
     """One pydantic error as 'FIELD: what was expected'."""
-    where = ".".join(str(p) for p in err["loc"]) or "request body"
+    where = _shown(".".join(str(p) for p in err["loc"]) or "request body")  # a name may be huge
     if err["type"] == "extra_forbidden":
         fields = list(TranslateRequest.model_fields)
         near = difflib.get_close_matches(str(err["loc"][-1]), fields, n=1)
@@ -126,8 +129,7 @@ def _field_error(err: dict) -> str:
         return f"{where}: required field missing"
     if err["type"] == "too_short":
         return f"{where}: expected a non-empty list of sentences, got []"
-    got = json.dumps(err.get("input"), ensure_ascii=False)
-    got = got if len(got) <= 60 else got[:57] + "..."
+    got = _shown(json.dumps(err.get("input"), ensure_ascii=False))
     return f"{where}: {err['msg'][0].lower()}{err['msg'][1:]}, got {got}"
 
 
@@ -139,6 +141,15 @@ def request_error(errors: list[dict]) -> str:
         return _field_error(errors[0])
     missing = [e for e in errors if e["type"] == "missing"]
     return "; ".join(_field_error(e) for e in unknown[:1] + missing[:1])
+
+
+def _no_constant(name: str) -> None:
+    """NaN and Infinity are Python's JSON extensions, not JSON: a request never holds them."""
+    raise ApiError(400, f"request body: invalid JSON ({name} is not a JSON number)")
+
+
+def _shown(text: str, most: int = 60) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def parse_request(
@@ -154,12 +165,18 @@ def parse_request(
             f"offset {e.start}); send JSON encoded as UTF-8",
         ) from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise ApiError(
             400,
             f"request body: invalid JSON ({e.msg} at line {e.lineno} column "
             f'{e.colno}); expected an object like {{"text": ["..."]}}',
+        ) from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        raise ApiError(400, f"request body: invalid JSON ({_shown(str(e), 120)})") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise ApiError(
+            400, 'request body: JSON nested too deeply; expected an object like {"text": ["..."]}'
         ) from None
     if not isinstance(data, dict):
         raise ApiError(

@@ -122,9 +122,14 @@ class _CompileTime:
     started: Optional[float] = None
     registered = False
 
+    told = False
+
     @classmethod
     def begin(cls, *_args) -> None:
         cls.started = time.perf_counter()
+        if not cls.told:  # the first step waits for it, silent for minutes otherwise
+            cls.told = True
+            log.info("compiling the model (train.compile): the first steps wait for it")
 
     @classmethod
     def end(cls, *_args) -> None:

@@ -46,15 +46,18 @@ def duration(seconds: float) -> str:
 
 
 class Pace:
-    """Wall-clock seconds per optimiser step in this process (validation included), so a step
-    budget (`train.max_steps`) can say up front how long it will take on this machine."""
+    """Wall-clock seconds per optimiser step in this process (validation included, compiling
+    not: it is paid once), so a step budget (`train.max_steps`) can say up front how long it
+    will take on this machine."""
 
-    def __init__(self, step: int) -> None:
-        self.step0, self.t0 = step, time.time()
+    def __init__(self, step: int, compiled: float = 0.0) -> None:
+        self.step0, self.t0, self.compiled0 = step, time.time(), compiled
 
-    def eta(self, step: int, total: int) -> tuple[float, float]:
-        """(seconds per step so far, seconds left until step `total`)."""
-        per = (time.time() - self.t0) / max(step - self.step0, 1)
+    def eta(self, step: int, total: int, compiled: float = 0.0) -> tuple[float, float]:
+        """(seconds per step so far, seconds left until step `total`); `compiled`: seconds
+        spent compiling so far in this process, left out of the step time."""
+        spent = time.time() - self.t0 - max(compiled - self.compiled0, 0.0)
+        per = max(spent, 0.0) / max(step - self.step0, 1)
         return per, per * max(total - step, 0)
 
 
@@ -129,12 +132,12 @@ def _tensorboard(run: RunDir) -> Any:
 class PaceLog:
     """Progress against the step budget `total`; the first time, the expected total time."""
 
-    def __init__(self, step: int, total: int) -> None:
-        self.pace, self.total, self.told = Pace(step), total, False
+    def __init__(self, step: int, total: int, compiled: float = 0.0) -> None:
+        self.pace, self.total, self.told = Pace(step, compiled), total, False
 
-    def log(self, step: int) -> None:
+    def log(self, step: int, compiled: float = 0.0) -> None:
         total = self.total
-        per, left = self.pace.eta(step, total)
+        per, left = self.pace.eta(step, total, compiled)
         if not self.told:
             log.info(
                 f"expected time: about {duration(left)} for the remaining "

@@ -41,23 +41,27 @@ def stop_decision(
     minutes: Optional[float] = None,
     bad_validations: int = 0,
     bad_run: tuple[str, int] = ("nan", 0),
+    precision: str = "fp32",
 ) -> Optional[Stop]:
     """The reason to stop now, or None to go on.
 
     `step`: optimiser steps done; `epoch`: epochs done; `signal`: the name of a SIGINT/SIGTERM
     received; `minutes`: training time so far; `bad_validations`: validations in a row without
-    improvement; `bad_run`: ("nan" or "oom", how many steps in a row were skipped for it).
+    improvement; `bad_run`: ("nan" or "oom", how many steps in a row were skipped for it);
+    `precision`: what the run trains in (fp32 gets no advice to use fp32).
     A failing run outranks a finished one (patience), which outranks a signal, which outranks
     the step, time and epoch limits."""
     t = cfg.train
     kind, n = bad_run
     if n >= t.max_bad_steps:
         if kind == "nan":
+            fp32 = (
+                "" if precision == "fp32" else f" or use 'train.precision: fp32' (not {precision})"
+            )
             return Stop(
                 "failed",
                 f"training diverged: {n} consecutive steps with a non-finite "
-                f"loss at step {step + 1}; lower 'train.lr' or use "
-                f"'train.precision: fp32'",
+                f"loss at step {step + 1}; lower 'train.lr'{fp32}",
             )
         return Stop("failed", f"out of memory on {n} batches in a row: {oom_advice(cfg)}")
     if t.patience and bad_validations >= t.patience:
@@ -84,8 +88,8 @@ class BadSteps:
     """Skipped steps: a non-finite loss, an fp16 overflow, or a CUDA out-of-memory batch. After
     `max_bad_steps` of one kind in a row, training stops with a clear error instead of going on."""
 
-    def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: Config, precision: str = "fp32") -> None:
+        self.cfg, self.precision = cfg, precision
         self.runs = {"nan": 0, "oom": 0}
 
     def skipped(self, out: Optional[dict], progress: Any, loss_scale: Callable[[], float]) -> bool:
@@ -116,7 +120,9 @@ class BadSteps:
                 f"out of memory on a batch of {out['tokens']} padded tokens at step "  # type: ignore[index]
                 f"{step}: batch skipped"
             )
-        stop = stop_decision(self.cfg, step=p.step, epoch=p.epoch, bad_run=(kind, n))
+        stop = stop_decision(
+            self.cfg, step=p.step, epoch=p.epoch, bad_run=(kind, n), precision=self.precision
+        )
         if stop is not None and stop.kind == "failed":
             raise NmtError(stop.reason)
         return True

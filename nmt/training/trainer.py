@@ -115,7 +115,7 @@ class Trainer:
         self.main = dist.rank == 0
         self.clock = TrainClock()  # a test may replace it with a fake one before `train`
         self.stops = StopAgreement(cfg, dist)
-        self.bad_steps = BadSteps(cfg)
+        self.bad_steps = BadSteps(cfg, self.precision)
         self.checkpoints = TrainCheckpoints(RunDir(run_dir), cfg, tokenizer, dist)
         self.metrics = MetricsWriter(RunDir(run_dir), enabled=self.main)
         # the lambda looks the method up at each call, so a test can replace it on the class
@@ -232,7 +232,7 @@ class Trainer:
         self._last_valid = self.p.history[-1]["step"] if self.p.history else -1
         self._window = LogWindow()
         self._compiled = compile_seconds()
-        self._pace = PaceLog(self.p.step, self.tc.max_steps)
+        self._pace = PaceLog(self.p.step, self.tc.max_steps, self._compiled)
         try:
             with self.stops.catching_signals():
                 # a resumed run may have stopped early already, or have no budget left
@@ -315,7 +315,7 @@ class Trainer:
         if self.main:
             log_train_row(row)
         if self.tc.max_steps and self.main:
-            self._pace.log(self.p.step)
+            self._pace.log(self.p.step, compiled)
         bar.set_postfix(
             loss=f"{row['loss']:.3f}", tok_s=f"{row['tok_s']:.0f}", lr=f"{row['lr']:.2g}"
         )
