@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from conftest import REPO
@@ -222,3 +223,19 @@ def test_no_module_is_named_for_no_job_in_particular():
         if p.stem in vague
     ]
     assert not found, f"modules named for no job: {found}"
+
+
+TRACKER_WORDS = re.compile(r"\b(issue|task|ticket|PR)s? #?\d+|(?<![\w/&])#\d+\b", re.IGNORECASE)
+
+
+def test_the_manual_speaks_without_the_trackers_numbers():
+    # A reader knows "the faster step of December 2026", not what "issue 58" was.
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    found = [
+        f"{p.relative_to(REPO)}:{i}: {m.group(0)}"
+        for p in pages
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        for m in [TRACKER_WORDS.search(line)]
+        if m
+    ]
+    assert not found, found
