@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Optional
 
 from nmt.config import Config
-from nmt.config.load import dump_yaml, load_config, read_yaml, to_dict, with_absolute_paths
+from nmt.config.load import dump_yaml, load_config, to_dict, with_absolute_paths
+from nmt.config.yaml_file import read_yaml
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 

@@ -226,6 +226,7 @@ def test_scoring_and_reporting_do_not_pull_in_torch():
     # (nmt.run_dir, below them, names the reports in a run directory; it needs only the config)
     assert json.loads(out) == sorted(
         ["nmt", "nmt.config", "nmt.config.fields", "nmt.config.load", "nmt.config.schema"]
+        + ["nmt.config.yaml_file"]
         + ["nmt.config.metrics"]  # the metric table: names, labels, directions
         + ["nmt.errors", "nmt.files", "nmt.run_dir", "nmt.version", "nmt.scoring"]
         + ["nmt.scoring.bootstrap", "nmt.scoring.compare", "nmt.scoring.metrics"]

@@ -40,7 +40,7 @@ STAGES = [
         "foundation",
         ["nmt.errors", "nmt.files", "nmt.version", "nmt.precision", "nmt.training.distributed"],
     ),
-    ("config", ["nmt.config", "nmt.config.schema", "nmt.config.fields"]),
+    ("config", ["nmt.config", "nmt.config.schema", "nmt.config.fields", "nmt.config.yaml_file"]),
     ("data", ["nmt.data"]),
     ("models", ["nmt.models"]),
     # the loader checks `model:` sections against the registry, so it and all that reads a run's

@@ -90,12 +90,7 @@ def coerce(value: Any, tp: Any, key: str, where: str) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad()
-        if not INT_MIN <= value <= INT_MAX:  # torch, numpy and the checkpoint store int64
-            raise NmtError(
-                f"value out of range for '{key}' in {where}: expected an integer between "
-                f"{INT_MIN} and {INT_MAX}, got {value}"
-            )
-        return value
+        return _int64(value, key, where)
     if tp is float:
         if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
             try:
@@ -104,21 +99,33 @@ def coerce(value: Any, tp: Any, key: str, where: str) -> Any:
                 raise bad() from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad()
-        try:
-            number = float(value)
-        except OverflowError:  # an int past float's range
-            number = math.inf
-        if not math.isfinite(number):  # nan passes every comparison with a bound
-            raise NmtError(
-                f"value out of range for '{key}' in {where}: expected a finite number, got "
-                f"{value!r}"
-            )
-        return number
+        return _finite(value, key, where)
     if tp is str:
         if not isinstance(value, str):
             raise bad()
         return value
     raise bad()  # pragma: no cover - every annotation above is handled
+
+
+def _int64(value: int, key: str, where: str) -> int:
+    if not INT_MIN <= value <= INT_MAX:  # torch, numpy and the checkpoint store int64
+        raise NmtError(
+            f"value out of range for '{key}' in {where}: expected an integer between "
+            f"{INT_MIN} and {INT_MAX}, got {value}"
+        )
+    return value
+
+
+def _finite(value: int | float, key: str, where: str) -> float:
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range
+        number = math.inf
+    if not math.isfinite(number):  # nan passes every comparison with a bound
+        raise NmtError(
+            f"value out of range for '{key}' in {where}: expected a finite number, got {value!r}"
+        )
+    return number
 
 
 def check_range(f: dataclasses.Field, value: Any, key: str, where: str) -> None:

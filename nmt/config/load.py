@@ -23,6 +23,7 @@ import yaml
 
 from nmt.config.fields import check_range, coerce, hints
 from nmt.config.schema import REQUIRED, Config, DecodeConfig, ModelConfig, SyntheticConfig
+from nmt.config.yaml_file import read_yaml
 from nmt.errors import NmtError
 
 # Before per-architecture configs (checkpoint format 1), every stored model section held the keys
@@ -156,60 +157,6 @@ def _build(cls: type, raw: Any, prefix: str, where: str, stored: bool = False) -
             kwargs[name] = coerce(raw[name], tp, key, where)
             check_range(f, kwargs[name], key, where)
     return cls(**kwargs)
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml's safe loader, refusing a key that a mapping repeats (yaml keeps the last one
-    silently, so the first value a user wrote would be lost unseen)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if key in seen and key != "<<":
-                first = seen[key]
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key '{key}' (first at line {first.line + 1}; each key once "
-                    f"per mapping)",
-                    key_node.start_mark,
-                )
-            seen.setdefault(key, key_node.start_mark)
-        return super().construct_mapping(node, deep)
-
-
-def read_yaml(path: Path, kind: str = "config") -> dict:
-    """A YAML mapping from a file; every failure is one line naming the file (and line)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NmtError(f"{kind} file not found: {path}") from None
-    except UnicodeDecodeError as e:
-        raise NmtError(f"{kind} file {path} is not UTF-8 text (byte {e.start})") from None
-    except OSError as e:
-        raise NmtError(f"cannot read {kind} file {path}: {e.strerror}") from None
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
-    except RecursionError:
-        raise NmtError(f"{kind} file {path} nests too deeply to be a config") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        if isinstance(e, yaml.constructor.ConstructorError) and "duplicate key" in problem:
-            raise NmtError(f"{problem} in {path}{at}") from None
-        if isinstance(e, yaml.constructor.ConstructorError):  # e.g. !!python/object: never run
-            raise NmtError(
-                f"YAML tag not allowed in {path}{at}: {problem} ({kind} files are "
-                f"plain YAML; nothing was run)"
-            ) from None
-        raise NmtError(f"YAML syntax error in {path}{at}: {problem}") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise NmtError(f"{kind} {path} must be a mapping of sections, got {type(raw).__name__}")
-    return raw
 
 
 # ----------------------------------------------------------------------------------------------

@@ -29,10 +29,10 @@ from nmt.config.load import (
     from_dict,
     load_config,
     merge_sections,
-    read_yaml,
     to_dict,
     with_absolute_paths,
 )
+from nmt.config.yaml_file import read_yaml
 from nmt.errors import NmtError
 from nmt.files import atomic_write, locked
 from nmt.jobs import evaluate as evaluate_job
