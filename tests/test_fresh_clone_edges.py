@@ -164,6 +164,20 @@ def test_a_sampling_seed_past_its_range_is_a_422(client):
     assert r.status_code == 422 and r.json()["error"].startswith("seed:")
 
 
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (b'{"text": ["a"], "sample": true, "temperature": 1e999}', "temperature"),
+        (b'{"text": ["a"], "top_k": 99999999999999999999999}', "top_k"),
+        (b'{"text": ["a"], "attention_head": 99999999999999999999999}', "attention_head"),
+        (b'{"text": ["a"], "nbest": 100000000000000000000}', "nbest"),
+    ],
+)
+def test_a_request_number_past_its_range_is_a_422_naming_it(client, body, field):
+    r = client.post("/v1/translate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and field in r.json()["error"]
+
+
 def test_a_huge_unknown_field_is_not_echoed_back_whole(client):
     r = client.post("/v1/translate", json={"text": ["a"], "x" * 100_000: 1})
     assert r.status_code == 422 and len(r.json()["error"]) < 300

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nmt.api import Sampling, Translator
 from nmt.config import DecodeConfig
+from nmt.config.fields import INT_MAX, INT_MIN
 from nmt.config.schema import SEED_MAX
 from nmt.data.constraints_file import LimitExceeded
 from nmt.errors import NmtError
@@ -51,17 +52,23 @@ class TranslateRequest(BaseModel):
         description="beam size, 1 = greedy (default: the "
         "checkpoint's decode.beam; at most the server's max_beam)",
     )
-    nbest: int = Field(1, ge=1, description="hypotheses per sentence (<= beam)")
+    nbest: int = Field(1, ge=1, le=INT_MAX, description="hypotheses per sentence (<= beam)")
     alignment: bool = Field(
         False,
         description="return the attention matrix of the best "
         "hypothesis (target pieces x source pieces)",
     )
     attention_layer: int = Field(
-        -1, description="decoder layer of the reported attention (transformer; -1 = last)"
+        -1,
+        ge=INT_MIN,
+        le=INT_MAX,
+        description="decoder layer of the reported attention (transformer; -1 = last)",
     )
     attention_head: Optional[int] = Field(
-        None, description="head of the reported attention (transformer; null = mean over heads)"
+        None,
+        ge=INT_MIN,
+        le=INT_MAX,
+        description="head of the reported attention (transformer; null = mean over heads)",
     )
     sample: bool = Field(
         False, description="draw tokens instead of searching (nbest = samples per sentence)"
@@ -70,7 +77,7 @@ class TranslateRequest(BaseModel):
         None, gt=0, description="sampling: divide log-probs by T (default: decode.temperature)"
     )
     top_k: Optional[int] = Field(
-        None, ge=0, description="sampling: draw from the K likeliest tokens (0 = all)"
+        None, ge=0, le=INT_MAX, description="sampling: draw from the K likeliest tokens (0 = all)"
     )
     top_p: Optional[float] = Field(
         None, gt=0, le=1, description="sampling: draw from the nucleus of mass P"
