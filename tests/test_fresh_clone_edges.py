@@ -106,6 +106,15 @@ def test_a_repeated_yaml_key_is_refused_with_both_lines(tmp_path, capsys):
     assert "duplicate key 'dropout'" in line and "line 5" in line and "line 6" in line
 
 
+def test_the_key_checking_loader_is_yamls_safe_one(tmp_path, capsys):
+    from nmt.config.yaml_file import _UniqueKeyLoader
+
+    assert issubclass(_UniqueKeyLoader, yaml.SafeLoader)
+    path = tmp_path / "cfg.yaml"
+    path.write_text("data: !!python/object/apply:os.system ['true']\n")
+    assert "YAML tag not allowed" in error_of(capsys, "train", path, "--dry-run")
+
+
 def test_a_diverged_fp32_run_is_not_told_to_use_fp32():
     cfg = make_config(train={"max_bad_steps": 2})
     fp32 = stop_decision(cfg, step=3, bad_run=("nan", 2), precision="fp32")

@@ -31,6 +31,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _safe_mapping(text: str):
+    """What yaml.safe_load(text) gives, through the loader that refuses repeated keys."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: Path, kind: str = "config") -> dict:
     """A YAML mapping from a file; every failure is one line naming the file (and line)."""
     try:
@@ -42,7 +51,7 @@ def read_yaml(path: Path, kind: str = "config") -> dict:
     except OSError as e:
         raise NmtError(f"cannot read {kind} file {path}: {e.strerror}") from None
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
+        raw = _safe_mapping(text)
     except RecursionError:
         raise NmtError(f"{kind} file {path} nests too deeply to be a config") from None
     except yaml.YAMLError as e:
