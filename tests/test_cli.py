@@ -157,8 +157,10 @@ def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path
     assert "nrefs:1" in scores["signature"] and "tok:13a" in scores["signature"]
     assert f"chrF = {scores['chrf']:.2f} [" in out
     assert f"checkpoint: {runs['rnnsearch'] / 'best.pt'} (step 30)" in out
-    labels = re.findall(r"^\|\s+(\d+[-+]\d*|all)\s+\|", out, re.M)
+    scores_table, length_table = out.split("Output length against the reference:")
+    labels = re.findall(r"^\|\s+(\d+[-+]\d*|all)\s+\|", scores_table, re.M)
     assert "source words" in out and labels == ["1-10", "11-20", "all"]  # sentences of <= 14 words
+    assert re.findall(r"^\|\s+(\d+[-+]\d*|all)\s+\|", length_table, re.M) == labels
     assert "Empty buckets not shown: 21-30, 31-40, 41-50, 51+ source words" in out
 
     srcs, refs = lines(corpus / "test.src"), lines(corpus / "test.tgt")
@@ -168,7 +170,8 @@ def test_evaluate_run_dir_prints_scores_and_writes_report(runs, corpus, tmp_path
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
     assert [(b["lo"], b["hi"]) for b in scores["buckets"]] == DEFAULT_RANGES
     assert all(
-        set(b) == {"lo", "hi", "n", "bleu", "chrf", "bleu_ci", "chrf_ci"} for b in scores["buckets"]
+        set(b) == {"lo", "hi", "n", "bleu", "chrf", "bleu_ci", "chrf_ci", "length"}
+        for b in scores["buckets"]
     )
     assert scores["test_set"]["split"] == "test" and scores["test_set"]["n"] == 30
     assert sum(b["n"] for b in scores["buckets"]) == 30
