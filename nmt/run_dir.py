@@ -166,7 +166,7 @@ class RunDir:
         (read as stored, so a config of an older nmt still answers)."""
         try:
             train = read_yaml(self.config, "run config").get("train")
-        except (NmtError, AttributeError):
+        except NmtError:
             return False
         return isinstance(train, dict) and bool(train.get("average_last"))
 

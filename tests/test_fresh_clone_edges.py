@@ -106,6 +106,20 @@ def test_a_repeated_yaml_key_is_refused_with_both_lines(tmp_path, capsys):
     assert "duplicate key 'dropout'" in line and "line 5" in line and "line 6" in line
 
 
+def test_yaml_merge_keys_still_merge_and_an_own_key_overrides_a_merged_one(tmp_path):
+    from nmt.config.yaml_file import read_yaml
+
+    path = tmp_path / "anchors.yaml"
+    path.write_text("base: &b {x: 1, y: 1}\nc:\n  <<: *b\n  x: 2\n")
+    assert read_yaml(path) == {"base": {"x": 1, "y": 1}, "c": {"x": 2, "y": 1}}
+
+
+def test_an_unhashable_yaml_key_is_one_line(tmp_path, capsys):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("data:\n  ? [a, b]\n  : 1\n")
+    assert "unhashable key" in error_of(capsys, "train", path, "--dry-run")
+
+
 def test_the_key_checking_loader_is_yamls_safe_one(tmp_path, capsys):
     from nmt.config.yaml_file import _UniqueKeyLoader
 

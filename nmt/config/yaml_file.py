@@ -10,6 +10,10 @@ import yaml
 from nmt.errors import NmtError
 
 
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping repeats a key."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """yaml's safe loader, refusing a key that a mapping repeats (yaml keeps the last one
     silently, so the first value a user wrote would be lost unseen)."""
@@ -17,17 +21,21 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`, merged by the loader
+                continue
             key = self.construct_object(key_node, deep=True)
-            if key in seen and key != "<<":
-                first = seen[key]
-                raise yaml.constructor.ConstructorError(
+            try:
+                first = seen.setdefault(key, key_node.start_mark)
+            except TypeError:  # an unhashable key: the safe loader's own error says so
+                break
+            if first is not key_node.start_mark:
+                raise DuplicateKeyError(
                     None,
                     None,
                     f"duplicate key '{key}' (first at line {first.line + 1}; each key once "
                     f"per mapping)",
                     key_node.start_mark,
                 )
-            seen.setdefault(key, key_node.start_mark)
         return super().construct_mapping(node, deep)
 
 
@@ -58,7 +66,7 @@ def read_yaml(path: Path, kind: str = "config") -> dict:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        if isinstance(e, yaml.constructor.ConstructorError) and "duplicate key" in problem:
+        if isinstance(e, DuplicateKeyError):
             raise NmtError(f"{problem} in {path}{at}") from None
         if isinstance(e, yaml.constructor.ConstructorError):  # e.g. !!python/object: never run
             raise NmtError(

@@ -1,7 +1,8 @@
 """A study's joint report: study.json, study.md (the bucket tables side by side, the length
-verdicts, the paired tests, the output length against the reference, the loss on the reference by length with the fixed vector's gap, the
-models' sizes and budgets), bleu_by_length.png (Bahdanau et al. 2014, Fig. 2: interval bands, the
-training caps marked) and loss_by_length.png."""
+verdicts, the paired tests, the output length against the reference, the loss on the reference
+by length with the fixed vector's gap, the models' sizes and budgets), bleu_by_length.png
+(Bahdanau et al. 2014, Fig. 2: interval bands, the training caps marked) and
+loss_by_length.png."""
 
 from __future__ import annotations
 
